@@ -1,0 +1,86 @@
+"""Additive attention (Bahdanau, Cho & Bengio 2014)."""
+
+import keras
+from keras import ops
+
+from kerasseq.layers._attention_math import masked_softmax
+from kerasseq.layers._validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class BahdanauAttention(keras.layers.Layer):
+    """Additive attention with the previous decoder state as the query.
+
+    For decoder step t, with previous state s_{t-1} and encoder outputs h_i:
+
+        e_{t,i} = v^T tanh(W_1 s_{t-1} + W_2 h_i)
+        α_{t,i} = exp(e_{t,i}) / Σ_j exp(e_{t,j})         (over real positions)
+        c_t     = Σ_i α_{t,i} h_i
+
+    (Bahdanau, Cho & Bengio 2014, "Neural Machine Translation by Jointly
+    Learning to Align and Translate".) `W_2 h_i` does not depend on t, so it is
+    computed once per source sentence (`precompute_keys`) and reused at every
+    decoder step. Padded source positions get weight 0; a source with no real
+    position gives zero weights and a zero context (never NaN).
+
+    Args:
+        units: int, size of the hidden layer of the scoring MLP.
+
+    Call arguments:
+        query: `(batch_size, query_dim)`: the previous decoder state s_{t-1}.
+        values: `(batch_size, source_length, value_dim)`: encoder outputs h_i.
+        mask: optional bool `(batch_size, source_length)`, True = real token.
+        keys: optional `(batch_size, source_length, units)` from
+            `precompute_keys(values)`, to skip recomputing W_2 h_i.
+
+    Returns:
+        `(context, attention_weights)`: `(batch_size, value_dim)` and
+        `(batch_size, source_length)`.
+
+    Example:
+
+    >>> attention = BahdanauAttention(units=8)
+    >>> context, weights = attention(np.zeros((2, 4)), np.ones((2, 5, 6)))
+    >>> context.shape, weights.shape
+    (TensorShape([2, 6]), TensorShape([2, 5]))
+    """
+
+    query_uses_previous_state = True
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = check_positive_int("units", units)
+        self.query_dense = keras.layers.Dense(units, use_bias=False, name="query_dense")
+        self.key_dense = keras.layers.Dense(units, use_bias=True, name="key_dense")
+        self.score_dense = keras.layers.Dense(1, use_bias=False, name="score_dense")
+
+    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+        self.query_dense.build(query_shape)
+        self.key_dense.build(values_shape)
+        self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))
+
+    def precompute_keys(self, values):
+        """W_2 h_i for every source position: `(batch_size, source_length, units)`."""
+        return self.key_dense(values)
+
+    def score(self, query, keys):
+        """Unnormalised scores e_{t,i}: `(batch_size, source_length)`."""
+        query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
+        hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
+        return ops.squeeze(self.score_dense(hidden), -1)  # (batch_size, source_length)
+
+    def call(self, query, values, mask=None, keys=None):
+        if keys is None:
+            keys = self.precompute_keys(values)
+        weights = masked_softmax(self.score(query, keys), mask)
+        weights = ops.cast(weights, values.dtype)
+        context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
+        return context, weights
+
+    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+        return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units)
+        return config

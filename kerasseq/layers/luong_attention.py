@@ -1,0 +1,110 @@
+"""Multiplicative and concat attention scores (Luong, Pham & Manning 2015)."""
+
+import keras
+from keras import ops
+
+from kerasseq.layers._attention_math import masked_softmax
+from kerasseq.layers._validation import check_choice, check_positive_int
+
+SCORES = ("dot", "general", "concat")
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class LuongAttention(keras.layers.Layer):
+    """Global attention with the *current* decoder state as the query.
+
+    Luong et al. (2015) compare three score functions between the decoder
+    state s_t and each encoder output h_i:
+
+        dot:     e_{t,i} = s_t^T h_i
+        general: e_{t,i} = s_t^T W h_i
+        concat:  e_{t,i} = v^T tanh(W [s_t; h_i])
+
+    followed, as in `BahdanauAttention`, by a softmax over the real source
+    positions and the context c_t = Σ_i α_{t,i} h_i. In `GRUDecoder` a Luong
+    attention is queried with the state *after* the GRU update (s_t), while a
+    Bahdanau attention is queried with s_{t-1} before it.
+
+    Args:
+        score: "dot", "general" or "concat".
+        units: int, hidden size of the "concat" scoring MLP (ignored otherwise).
+
+    Call arguments:
+        query: `(batch_size, query_dim)`.
+        values: `(batch_size, source_length, value_dim)`; for "dot" the
+            value_dim must equal query_dim.
+        mask: optional bool `(batch_size, source_length)`, True = real token.
+        keys: optional result of `precompute_keys(values)`.
+
+    Returns:
+        `(context, attention_weights)`: `(batch_size, value_dim)` and
+        `(batch_size, source_length)`.
+
+    Example:
+
+    >>> attention = LuongAttention(score="dot")
+    >>> s = np.array([[0.7, 0.8]])
+    >>> h = np.array([[[0.1, 0.2], [0.8, 0.9], [0.5, 0.4], [0.3, 0.1]]])
+    >>> attention.score(s, attention.precompute_keys(h))  # 0.23, 1.28, 0.67, 0.29
+    """
+
+    query_uses_previous_state = False
+
+    def __init__(self, score="dot", units=None, **kwargs):
+        super().__init__(**kwargs)
+        self.score_name = check_choice("score", score, SCORES)
+        if score == "concat":
+            self.units = check_positive_int("units", units)
+        else:
+            self.units = None if units is None else check_positive_int("units", units)
+        self.key_dense = None
+        self.query_dense = None
+        self.score_dense = None
+
+    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+        query_dim, value_dim = query_shape[-1], values_shape[-1]
+        if self.score_name == "dot" and query_dim != value_dim:
+            raise ValueError(
+                "LuongAttention(score='dot') needs query and values of the same "
+                f"size. Received: query_dim={query_dim}, value_dim={value_dim}; use "
+                "score='general' to learn a map between different sizes."
+            )
+        if self.score_name == "general":
+            self.key_dense = keras.layers.Dense(query_dim, use_bias=False, name="key_dense")
+            self.key_dense.build(values_shape)
+        if self.score_name == "concat":
+            self.query_dense = keras.layers.Dense(self.units, use_bias=False, name="query_dense")
+            self.key_dense = keras.layers.Dense(self.units, use_bias=True, name="key_dense")
+            self.score_dense = keras.layers.Dense(1, use_bias=False, name="score_dense")
+            self.query_dense.build(query_shape)
+            self.key_dense.build(values_shape)
+            self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))
+
+    def precompute_keys(self, values):
+        """The part of the score that depends only on the source (h_i, W h_i)."""
+        if self.key_dense is None:
+            return values
+        return self.key_dense(values)
+
+    def score(self, query, keys):
+        """Unnormalised scores e_{t,i}: `(batch_size, source_length)`."""
+        if self.score_name == "concat":
+            query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
+            hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
+            return ops.squeeze(self.score_dense(hidden), -1)
+        return ops.einsum("bd,bsd->bs", query, keys)  # (batch_size, source_length)
+
+    def call(self, query, values, mask=None, keys=None):
+        if keys is None:
+            keys = self.precompute_keys(values)
+        weights = ops.cast(masked_softmax(self.score(query, keys), mask), values.dtype)
+        context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
+        return context, weights
+
+    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+        return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(score=self.score_name, units=self.units)
+        return config

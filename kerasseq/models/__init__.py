@@ -1,0 +1,6 @@
+"""kerasseq models: functional encoder–decoders with the decoding contract."""
+
+from kerasseq.models.base import Seq2SeqModel
+from kerasseq.models.rnn_seq2seq import RNNSeq2Seq, build_rnn_seq2seq
+
+__all__ = ["RNNSeq2Seq", "Seq2SeqModel", "build_rnn_seq2seq"]

@@ -1,0 +1,168 @@
+"""What every kerasseq model shares: the decoding contract and `translate`.
+
+A kerasseq model is a functional `keras.Model` `(source_ids, target_in_ids) →
+logits` trained with teacher forcing. Besides that training graph it exposes
+the inference contract of DESIGN §3, built from the same layers and weights:
+
+* `encode(source_ids) -> state`: a flat dict of tensors, batch axis first;
+* `decode_step(token_ids, state, step) -> (logits, state)`: one position.
+
+`kerasseq.decoding` drives any model through these two methods only.
+"""
+
+import numbers
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from kerasseq import decoding
+
+METHODS = ("greedy", "beam", "sample")
+
+
+def deserialize_tokenizer(tokenizer):
+    if isinstance(tokenizer, dict):
+        return keras.saving.deserialize_keras_object(tokenizer)
+    return tokenizer
+
+
+def serialize_tokenizer(tokenizer):
+    return None if tokenizer is None else keras.saving.serialize_keras_object(tokenizer)
+
+
+class Seq2SeqModel(keras.Model):
+    """Base class of kerasseq's functional encoder–decoder models.
+
+    Subclasses build their layers and the functional training graph, call
+    `super().__init__(inputs=..., outputs=...)` and implement `encode` and
+    `decode_step`. The optional `source_tokenizer` / `target_tokenizer`
+    (`kerasseq.data.TextTokenizer`) are saved in the model's config, so a
+    `.keras` file is all that is needed to translate text.
+    """
+
+    # ------------------------------------------------------------ contract
+    def encode(self, source_ids):
+        raise NotImplementedError
+
+    def decode_step(self, token_ids, state, step):
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- tokenizers
+    def _check_tokenizers(self):
+        if self.source_tokenizer is None or self.target_tokenizer is None:
+            raise ValueError(
+                "translate() needs a model built with source_tokenizer and "
+                "target_tokenizer; for token ids use generate(source_ids)."
+            )
+
+    @property
+    def start_id(self):
+        return self.target_tokenizer.start_id if self.target_tokenizer is not None else 2
+
+    @property
+    def end_id(self):
+        return self.target_tokenizer.end_id if self.target_tokenizer is not None else 3
+
+    # ------------------------------------------------------------ decoding
+    def _encode_function(self):
+        if getattr(self, "_compiled_encode", None) is None:
+            self._compiled_encode = tf.function(self.encode, reduce_retracing=True)
+        return self._compiled_encode
+
+    def generate(self, source_ids, method="greedy", max_length=None, **search_kwargs):
+        """Decode token ids with greedy search, beam search or sampling.
+
+        Args:
+            source_ids: int `(batch_size, source_length)`, 0 = padding.
+            method: "greedy", "beam" or "sample".
+            max_length: int, most target tokens to generate (default: the
+                model's `max_target_length`).
+            **search_kwargs: passed to `kerasseq.decoding.greedy`,
+                `beam_search` (`num_beams`, `length_penalty`, ...) or `sample`.
+
+        Returns:
+            `(token_ids, scores, lengths)` as returned by the search function:
+            `(batch_size, max_length)` (greedy/sample) or
+            `(batch_size, num_return, max_length)` (beam).
+        """
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {list(METHODS)}. Received: method={method!r}")
+        max_length = self.max_target_length if max_length is None else max_length
+        if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
+            raise ValueError(f"max_length must be a positive integer. Received: max_length={max_length!r}")
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        if len(source_ids.shape) != 2:
+            raise ValueError(
+                "source_ids must have shape (batch_size, source_length). "
+                f"Received shape: {tuple(source_ids.shape)}"
+            )
+        state = self._encode_function()(source_ids)
+        search = {"greedy": decoding.greedy, "beam": decoding.beam_search, "sample": decoding.sample}
+        return search[method](
+            self.decode_step,
+            state,
+            batch_size=int(source_ids.shape[0]),
+            start_id=self.start_id,
+            end_id=self.end_id,
+            max_length=int(max_length),
+            **search_kwargs,
+        )
+
+    def translate(self, texts, method="greedy", max_length=None, batch_size=64,
+                  return_scores=False, verbose=0, **search_kwargs):
+        """Translate strings end to end: tokenize, encode, search, detokenize.
+
+        Args:
+            texts: a string or a list of strings. Empty or whitespace-only
+                strings raise ValueError (there is nothing to translate).
+                Unknown characters/words map to `[UNK]`; sources longer than
+                the source tokenizer's `max_length` are truncated to it.
+            method: "greedy", "beam" or "sample".
+            max_length: most target tokens per translation.
+            batch_size: sentences decoded at once.
+            return_scores: also return the search scores.
+            verbose: 1 shows a Keras progress bar over batches.
+            **search_kwargs: e.g. `num_beams`, `length_penalty`, `num_return`.
+
+        Returns:
+            A list of strings (a string for a single string input); with
+            `num_return > 1` (beam) a list of n-best lists. With
+            `return_scores=True`, a `(translations, scores)` pair.
+        """
+        self._check_tokenizers()
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
+            if not text.strip():
+                raise ValueError(
+                    f"texts[{index}] is empty or whitespace only: there is nothing to "
+                    f"translate. Received: texts[{index}]={text!r}"
+                )
+        translations, scores = [], []
+        progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start:start + batch_size]
+            source_ids = self.source_tokenizer.encode(chunk).to_tensor(default_value=0)
+            token_ids, chunk_scores, _ = self.generate(
+                source_ids, method=method, max_length=max_length, **search_kwargs
+            )
+            translations.extend(self._detokenize(token_ids))
+            scores.extend(np.asarray(chunk_scores).tolist())
+            if progress is not None:
+                progress.add(len(chunk))
+        if single:
+            translations, scores = translations[0], scores[0]
+        return (translations, scores) if return_scores else translations
+
+    def _detokenize(self, token_ids):
+        token_ids = np.asarray(token_ids)
+        if token_ids.ndim == 3:  # (batch_size, num_return, length): n-best lists
+            batch, num_return, length = token_ids.shape
+            flat = self.target_tokenizer.decode_to_strings(token_ids.reshape(-1, length))
+            nbest = [flat[i * num_return:(i + 1) * num_return] for i in range(batch)]
+            return [items[0] for items in nbest] if num_return == 1 else nbest
+        return self.target_tokenizer.decode_to_strings(token_ids)

@@ -1,0 +1,218 @@
+"""The recurrent encoder–decoder: LSTM encoder → bridge → GRU decoder (+ attention)."""
+
+import keras
+from keras import ops
+
+from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
+from kerasseq.models.base import Seq2SeqModel, deserialize_tokenizer, serialize_tokenizer
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class RNNSeq2Seq(Seq2SeqModel):
+    """LSTM encoder, `Bridge`, GRU decoder with optional attention.
+
+    * `attention=None`: the context-vector model of Sutskever et al. (2014)
+      and Cho et al. (2014): the whole source is squeezed into the encoder's
+      final state, bridged to the decoder's initial state s_0 and (Cho) fed to
+      every decoder step.
+    * `attention="bahdanau"` (or "luong", "luong_dot", "luong_concat"): the
+      decoder looks at every encoder output h_i at every step (Bahdanau et al.
+      2014; Luong et al. 2015).
+
+    Training graph: `[source_ids, target_in_ids] → logits`
+    `(batch_size, target_length, target_vocab_size)`.
+
+    Decoding contract: `encode(source_ids)` returns the dict
+    `decoder_state` `(batch_size, units)`, and with attention `values`
+    `(batch_size, source_length, encoder_dim)`, `keys`, `source_mask`
+    `(batch_size, source_length)` and `attention_weights`
+    `(batch_size, source_length)` (the last step's weights, for coverage
+    penalties and plots); without attention `context` `(batch_size, units)`.
+    `decode_step(token_ids, state, step)` runs `GRUDecoder.step`, the same
+    function the training call scans over the target.
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        embedding_dim=64,
+        units=128,
+        encoder_units=None,
+        attention="bahdanau",
+        attention_units=None,
+        bidirectional=True,
+        num_encoder_layers=1,
+        dropout=0.0,
+        share_embeddings=False,
+        sampling_probability=0.0,
+        max_target_length=64,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        **kwargs,
+    ):
+        source_tokenizer = deserialize_tokenizer(source_tokenizer)
+        target_tokenizer = deserialize_tokenizer(target_tokenizer)
+        if share_embeddings and source_vocab_size != target_vocab_size:
+            raise ValueError(
+                "share_embeddings=True needs one vocabulary for source and target. "
+                f"Received: source_vocab_size={source_vocab_size}, "
+                f"target_vocab_size={target_vocab_size}"
+            )
+        encoder_units = encoder_units or units
+        shared = (
+            keras.layers.Embedding(source_vocab_size, embedding_dim, name="shared_embedding")
+            if share_embeddings else None
+        )
+        encoder = LSTMEncoder(
+            source_vocab_size, embedding_dim, encoder_units, bidirectional=bidirectional,
+            num_layers=num_encoder_layers, dropout=dropout, embedding=shared, name="encoder",
+        )
+        bridge = Bridge(units, name="bridge")
+        decoder = GRUDecoder(
+            target_vocab_size, embedding_dim, units,
+            attention=attention, attention_units=attention_units,
+            dropout=dropout, embedding=shared, sampling_probability=sampling_probability,
+            name="decoder",
+        )
+
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+        encoder_outputs, final_state = encoder(source_ids)
+        initial_state = bridge(final_state)
+        if attention is None:
+            logits = decoder(target_in_ids, initial_state)
+        else:
+            source_mask = ops.not_equal(source_ids, 0)
+            logits = decoder(target_in_ids, initial_state, encoder_outputs, source_mask)
+        super().__init__(inputs=[source_ids, target_in_ids], outputs=logits, **kwargs)
+
+        self.encoder = encoder
+        self.bridge = bridge
+        self.decoder = decoder
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.embedding_dim = embedding_dim
+        self.units = units
+        self.encoder_units = encoder_units
+        self.attention = attention
+        self.attention_units = attention_units
+        self.bidirectional = bidirectional
+        self.num_encoder_layers = num_encoder_layers
+        self.dropout = dropout
+        self.share_embeddings = share_embeddings
+        self.sampling_probability = sampling_probability
+        self.max_target_length = max_target_length
+
+    # ------------------------------------------------------------ contract
+    def encode(self, source_ids):
+        source_ids = ops.cast(source_ids, "int32")
+        encoder_outputs, final_state = self.encoder(source_ids, training=False)
+        initial_state = self.bridge(final_state)
+        source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
+        memory = self.decoder.prepare_memory(initial_state, encoder_outputs, source_mask)
+        state = {"decoder_state": initial_state, **memory}
+        if self.decoder.attention is not None:
+            state["attention_weights"] = ops.zeros(ops.shape(source_ids), encoder_outputs.dtype)
+        return state
+
+    def decode_step(self, token_ids, state, step):
+        memory = {key: state[key] for key in ("values", "keys", "source_mask", "context") if key in state}
+        logits, new_decoder_state, weights = self.decoder.step(
+            ops.cast(token_ids, "int32"), state["decoder_state"], memory, training=False
+        )
+        new_state = dict(state, decoder_state=new_decoder_state)
+        if weights is not None:
+            new_state["attention_weights"] = ops.cast(weights, state["attention_weights"].dtype)
+        return ops.cast(logits, "float32"), new_state
+
+    def attention_weights(self, source_ids, target_in_ids):
+        """Teacher-forced attention weights `(batch_size, target_length, source_length)`."""
+        encoder_outputs, final_state = self.encoder(source_ids, training=False)
+        _, weights = self.decoder(
+            target_in_ids, self.bridge(final_state), encoder_outputs,
+            ops.not_equal(source_ids, 0), training=False, return_attention_scores=True,
+        )
+        return weights
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "embedding_dim": self.embedding_dim,
+            "units": self.units,
+            "encoder_units": self.encoder_units,
+            "attention": self.attention,
+            "attention_units": self.attention_units,
+            "bidirectional": self.bidirectional,
+            "num_encoder_layers": self.num_encoder_layers,
+            "dropout": self.dropout,
+            "share_embeddings": self.share_embeddings,
+            "sampling_probability": self.sampling_probability,
+            "max_target_length": self.max_target_length,
+            "source_tokenizer": serialize_tokenizer(self.source_tokenizer),
+            "target_tokenizer": serialize_tokenizer(self.target_tokenizer),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_rnn_seq2seq(
+    source_vocab_size=None,
+    target_vocab_size=None,
+    embedding_dim=64,
+    units=128,
+    attention="bahdanau",
+    source_tokenizer=None,
+    target_tokenizer=None,
+    **kwargs,
+):
+    """Build the recurrent encoder–decoder as a functional `keras.Model`.
+
+    Args:
+        source_vocab_size, target_vocab_size: ints; taken from the tokenizers'
+            `vocabulary_size` when omitted.
+        embedding_dim: int, embedding size (encoder and decoder).
+        units: int, decoder GRU size (and encoder LSTM size unless
+            `encoder_units` is given).
+        attention: "bahdanau", "luong" ("luong_general"), "luong_dot",
+            "luong_concat" or None (context-vector model).
+        source_tokenizer, target_tokenizer: optional `TextTokenizer`s stored
+            with the model so that `translate(texts)` and exports work.
+        **kwargs: `encoder_units`, `attention_units`, `bidirectional`,
+            `num_encoder_layers`, `dropout`, `share_embeddings`,
+            `sampling_probability`, `max_target_length`, `name`.
+
+    Returns:
+        An `RNNSeq2Seq` (a functional `keras.Model`
+        `[source_ids, target_in_ids] → logits`) with `encode` / `decode_step`.
+
+    Example:
+
+    >>> model = build_rnn_seq2seq(40, 50, embedding_dim=16, units=32)
+    >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    """
+    if source_vocab_size is None:
+        if source_tokenizer is None:
+            raise ValueError("Pass source_vocab_size or source_tokenizer.")
+        source_vocab_size = source_tokenizer.vocabulary_size
+    if target_vocab_size is None:
+        if target_tokenizer is None:
+            raise ValueError("Pass target_vocab_size or target_tokenizer.")
+        target_vocab_size = target_tokenizer.vocabulary_size
+    for name, value in (("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 5:
+            raise ValueError(
+                f"{name} must be an int >= 5 (4 reserved ids + at least one token). "
+                f"Received: {name}={value!r}"
+            )
+    return RNNSeq2Seq(
+        source_vocab_size, target_vocab_size, embedding_dim=embedding_dim, units=units,
+        attention=attention, source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer, **kwargs,
+    )

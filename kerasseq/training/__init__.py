@@ -1,0 +1,14 @@
+"""Losses, metrics, schedules and callbacks for teacher-forced training."""
+
+from kerasseq.training.callbacks import ScheduledSampling, teacher_forcing_probability
+from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
+from kerasseq.training.metrics import MaskedTokenAccuracy
+from kerasseq.training.schedules import TransformerSchedule
+
+__all__ = [
+    "MaskedSparseCategoricalCrossentropy",
+    "MaskedTokenAccuracy",
+    "ScheduledSampling",
+    "TransformerSchedule",
+    "teacher_forcing_probability",
+]

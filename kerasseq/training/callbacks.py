@@ -1,0 +1,98 @@
+"""Keras callbacks for sequence training."""
+
+import math
+
+import keras
+
+SCHEDULES = ("constant", "linear", "exponential", "inverse_sigmoid")
+
+
+def teacher_forcing_probability(schedule, index, decay):
+    """Bengio et al. (2015) schedules for ε_i, the probability of feeding the truth.
+
+    * linear:          ε_i = max(0, 1 - decay · i)
+    * exponential:     ε_i = decay^i                 (decay < 1)
+    * inverse_sigmoid: ε_i = decay / (decay + exp(i / decay))   (decay >= 1)
+    * constant:        ε_i = 1 - decay  (a fixed sampling probability `decay`)
+    """
+    if schedule == "linear":
+        return max(0.0, 1.0 - decay * index)
+    if schedule == "exponential":
+        return decay ** index
+    if schedule == "inverse_sigmoid":
+        return decay / (decay + math.exp(min(index / decay, 700.0)))
+    return 1.0 - decay
+
+
+class ScheduledSampling(keras.callbacks.Callback):
+    """Anneals the decoder's scheduled-sampling probability during `fit`.
+
+    At the start of each epoch (or batch, with `update="batch"`) it sets every
+    decoder's `sampling_probability` variable to
+    `min(max_probability, 1 - ε_i)`, where ε_i is the teacher-forcing
+    probability of `teacher_forcing_probability(schedule, i, decay)` and i
+    counts epochs (or batches) from 0. Early in training the decoder is fed the
+    ground truth (teacher forcing); later, more and more often its own
+    predictions, which narrows the gap between training and inference
+    (exposure bias).
+
+    Args:
+        schedule: "linear", "exponential", "inverse_sigmoid" or "constant".
+        decay: float, the schedule's parameter (see above).
+        max_probability: float in [0, 1], cap on the sampling probability.
+        update: "epoch" or "batch".
+        decoder: optional layer with a `sampling_probability` variable; by
+            default every such layer of the model.
+    """
+
+    def __init__(self, schedule="inverse_sigmoid", decay=10.0, max_probability=0.25,
+                 update="epoch", decoder=None):
+        super().__init__()
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}. Received: schedule={schedule!r}")
+        if update not in ("epoch", "batch"):
+            raise ValueError(f"update must be 'epoch' or 'batch'. Received: update={update!r}")
+        if not 0.0 <= max_probability <= 1.0:
+            raise ValueError(
+                f"max_probability must be in [0, 1]. Received: max_probability={max_probability!r}"
+            )
+        if schedule == "exponential" and not 0.0 < decay < 1.0:
+            raise ValueError(f"exponential decay must be in (0, 1). Received: decay={decay!r}")
+        if schedule == "inverse_sigmoid" and decay < 1.0:
+            raise ValueError(f"inverse_sigmoid decay must be >= 1. Received: decay={decay!r}")
+        self.schedule = schedule
+        self.decay = float(decay)
+        self.max_probability = float(max_probability)
+        self.update = update
+        self.decoder = decoder
+        self.history = []
+        self._batches_seen = 0
+
+    def _decoders(self):
+        if self.decoder is not None:
+            return [self.decoder]
+        found = [layer for layer in self.model.layers if hasattr(layer, "sampling_probability")
+                 and isinstance(layer.sampling_probability, keras.Variable)]
+        if not found:
+            raise ValueError("ScheduledSampling found no layer with a sampling_probability variable.")
+        return found
+
+    def probability(self, index):
+        """The sampling probability used at epoch/batch `index`."""
+        teacher = teacher_forcing_probability(self.schedule, index, self.decay)
+        return min(self.max_probability, 1.0 - teacher)
+
+    def _set(self, index):
+        value = self.probability(index)
+        for decoder in self._decoders():
+            decoder.sampling_probability.assign(value)
+        self.history.append(value)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.update == "epoch":
+            self._set(epoch)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.update == "batch":
+            self._set(self._batches_seen)
+            self._batches_seen += 1

@@ -1,0 +1,66 @@
+"""Masked token-level cross-entropy for teacher-forced sequence training."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
+    """Cross-entropy over target tokens, averaged over non-padding tokens only.
+
+        loss = Σ_{b,t} m_{b,t} · CE(y_{b,t}, logits_{b,t}) / Σ_{b,t} m_{b,t}
+
+    with m_{b,t} = 1 where `y_true != pad_id`. With label smoothing ε
+    (Szegedy et al. 2016; Vaswani et al. 2017) the one-hot target becomes
+    (1 - ε) · onehot + ε / vocab_size. Logits are upcast to float32, so the
+    loss is computed in float32 under `mixed_float16` as well.
+
+    Args:
+        label_smoothing: float in [0, 1).
+        pad_id: int, the target id that is ignored (0).
+        from_logits: bool, `y_pred` are logits (True) or probabilities.
+
+    Call arguments:
+        y_true: int `(batch_size, target_length)`.
+        y_pred: `(batch_size, target_length, vocab_size)`.
+
+    Returns:
+        A float32 scalar: the mean loss per real target token (0 for a batch
+        with no real token).
+    """
+
+    def __init__(self, label_smoothing=0.0, pad_id=0, from_logits=True,
+                 name="masked_sparse_categorical_crossentropy", **kwargs):
+        kwargs.setdefault("reduction", "sum")
+        super().__init__(name=name, **kwargs)
+        if not 0.0 <= float(label_smoothing) < 1.0:
+            raise ValueError(
+                f"label_smoothing must be in [0, 1). Received: label_smoothing={label_smoothing!r}"
+            )
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = int(pad_id)
+        self.from_logits = bool(from_logits)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        y_pred = ops.cast(y_pred, "float32")
+        if self.from_logits:
+            log_probs = ops.log_softmax(y_pred, axis=-1)
+        else:
+            log_probs = ops.log(ops.clip(y_pred, 1e-7, 1.0))
+        vocab_size = ops.shape(y_pred)[-1]
+        targets = ops.one_hot(y_true, vocab_size, dtype="float32")  # (batch_size, target_length, vocab_size)
+        if self.label_smoothing:
+            targets = targets * (1.0 - self.label_smoothing) + self.label_smoothing / ops.cast(
+                vocab_size, "float32"
+            )
+        token_loss = -ops.sum(targets * log_probs, axis=-1)  # (batch_size, target_length)
+        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
+        return ops.sum(token_loss * mask) / ops.maximum(ops.sum(mask), 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            label_smoothing=self.label_smoothing, pad_id=self.pad_id, from_logits=self.from_logits
+        )
+        return config

@@ -1,0 +1,38 @@
+"""The warm-up / inverse-square-root learning rate of "Attention Is All You Need"."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """lr(step) = scale · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
+
+    (Vaswani et al. 2017, section 5.3). The rate grows linearly for
+    `warmup_steps` steps, peaks at `scale · (d_model · warmup_steps)^-0.5`, then
+    decays as 1/sqrt(step). Steps are counted from 1.
+
+    Args:
+        d_model: int, model width.
+        warmup_steps: int, steps of linear warm-up.
+        scale: float, extra factor (1.0 = the paper).
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        if int(d_model) < 1 or int(warmup_steps) < 1:
+            raise ValueError(
+                "d_model and warmup_steps must be >= 1. "
+                f"Received: d_model={d_model!r}, warmup_steps={warmup_steps!r}"
+            )
+        self.d_model = int(d_model)
+        self.warmup_steps = int(warmup_steps)
+        self.scale = float(scale)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32") + 1.0
+        warmup = ops.cast(self.warmup_steps, "float32")
+        rate = ops.minimum(ops.rsqrt(step), step * warmup ** -1.5)
+        return self.scale * (self.d_model ** -0.5) * rate
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
