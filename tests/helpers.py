@@ -42,7 +42,8 @@ def check_layer(layer_cls, init_kwargs, inputs, call_kwargs=None, fit=True, atol
         keras.Input(shape=x.shape[1:], dtype=str(x.dtype), batch_size=None) for x in inputs
     ]
     outputs = layer(*symbolic_inputs, **call_kwargs)
-    model = keras.Model(symbolic_inputs, outputs)
+    model_inputs = symbolic_inputs if len(symbolic_inputs) > 1 else symbolic_inputs[0]
+    model = keras.Model(model_inputs, outputs)
     model_out = _to_numpy(model(inputs if len(inputs) > 1 else inputs[0]))
     for a, b in zip(eager, model_out):
         np.testing.assert_allclose(a, b, atol=atol)
@@ -57,7 +58,7 @@ def check_layer(layer_cls, init_kwargs, inputs, call_kwargs=None, fit=True, atol
 
     if fit and layer.trainable_weights:
         first = _as_list(outputs)[0]
-        head = keras.Model(symbolic_inputs, first)
+        head = keras.Model(model_inputs, first)
         head.compile(optimizer="sgd", loss="mse")
         target = np.zeros_like(_to_numpy(head(inputs if len(inputs) > 1 else inputs[0]))[0])
         before = [w.copy() for w in head.get_weights()]

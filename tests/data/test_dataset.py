@@ -1,0 +1,155 @@
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasseq.data import (
+    END_ID,
+    PAD_ID,
+    START_ID,
+    UNK_ID,
+    TextTokenizer,
+    make_dataset,
+    make_source_dataset,
+)
+
+WORDS = ["cat", "act", "tact", "at", "a", "cattac", "tac", "ca", "attaccat", "t"]
+PHONES = {"a": "AE", "c": "K", "t": "T"}
+PAIRS = [(word, " ".join(PHONES[ch] for ch in word)) for word in WORDS]
+
+
+@pytest.fixture(scope="module")
+def tokenizers():
+    source = TextTokenizer(vocabulary=["a", "c", "t"])  # a=4, c=5, t=6
+    target = TextTokenizer(
+        vocabulary=["AE", "K", "T"], split="whitespace"
+    )  # AE=4, K=5, T=6
+    return source, target
+
+
+def _examples(dataset):
+    """Unpadded ((source, target_in), target_out) lists from every batch."""
+    examples = []
+    for (source, target_in), target_out in dataset:
+        for s, ti, to in zip(
+            source.numpy(), target_in.numpy(), target_out.numpy(), strict=True
+        ):
+            examples.append(
+                (
+                    tuple(s[s != PAD_ID]),
+                    tuple(ti[ti != PAD_ID]),
+                    tuple(to[to != PAD_ID]),
+                )
+            )
+    return examples
+
+
+def test_exact_ids_and_teacher_forcing(tokenizers):
+    source, target = tokenizers
+    dataset = make_dataset([("cat", "K AE T")], source, target, shuffle=False)
+    (source_ids, target_in), target_out = next(iter(dataset))
+    assert source_ids.dtype == target_in.dtype == target_out.dtype == tf.int32
+    np.testing.assert_array_equal(source_ids.numpy(), [[5, 4, 6]])
+    np.testing.assert_array_equal(target_in.numpy(), [[START_ID, 5, 4, 6]])
+    np.testing.assert_array_equal(target_out.numpy(), [[5, 4, 6, END_ID]])
+    # target_in is target_out shifted right by one, starting with START.
+    np.testing.assert_array_equal(target_in.numpy()[:, 1:], target_out.numpy()[:, :-1])
+
+
+def test_padding_and_unknown_tokens(tokenizers):
+    source, target = tokenizers
+    pairs = [("cat", "K AE T"), ("dog", "D AO G"), ("a", "AE")]
+    (source_ids, target_in), target_out = next(
+        iter(make_dataset(pairs, source, target, shuffle=False))
+    )
+    np.testing.assert_array_equal(
+        source_ids.numpy(), [[5, 4, 6], [UNK_ID] * 3, [4, 0, 0]]
+    )
+    np.testing.assert_array_equal(
+        target_in.numpy(), [[2, 5, 4, 6], [2, UNK_ID, UNK_ID, UNK_ID], [2, 4, 0, 0]]
+    )
+    np.testing.assert_array_equal(
+        target_out.numpy(), [[5, 4, 6, 3], [UNK_ID, UNK_ID, UNK_ID, 3], [4, 3, 0, 0]]
+    )
+
+
+def test_shuffle_reproducible_with_seed_and_no_pair_lost(tokenizers):
+    source, target = tokenizers
+
+    def order(seed):
+        dataset = make_dataset(PAIRS, source, target, batch_size=3, seed=seed)
+        return [tuple(example[0]) for example in _examples(dataset)]
+
+    first = order(seed=7)
+    assert first == order(seed=7)
+    expected = [tuple(source.encode(word).numpy()) for word in WORDS]
+    assert collections.Counter(first) == collections.Counter(expected)
+    assert first != expected or order(seed=8) != expected  # it does shuffle
+
+
+def test_reshuffles_every_epoch_without_losing_pairs(tokenizers):
+    source, target = tokenizers
+    dataset = make_dataset(PAIRS, source, target, batch_size=4, seed=3)
+    epochs = [_examples(dataset) for _ in range(3)]
+    for examples in epochs:
+        assert len(examples) == len(PAIRS)
+        assert len(set(examples)) == len(PAIRS)
+    assert len({tuple(examples) for examples in epochs}) > 1
+
+
+def test_bucketing_groups_lengths(tokenizers):
+    source, target = tokenizers
+    dataset = make_dataset(
+        PAIRS, source, target, batch_size=2, seed=0, bucket_boundaries=[3, 5]
+    )
+    examples = []
+    for (source_ids, target_in), _ in dataset:
+        # example length = max(source length, target length + 1)
+        lengths = np.maximum(
+            np.sum(source_ids.numpy() != PAD_ID, axis=1),
+            np.sum(target_in.numpy() != PAD_ID, axis=1),
+        )
+        buckets = np.digitize(lengths, [3, 5])
+        assert len(set(buckets)) == 1, lengths
+        examples.extend(source_ids.numpy().tolist())
+    assert len(examples) == len(PAIRS)
+    auto = make_dataset(PAIRS, source, target, batch_size=2, bucket_boundaries="auto")
+    assert len(_examples(auto)) == len(PAIRS)
+    with pytest.raises(ValueError, match="bucket_boundaries"):
+        make_dataset(PAIRS, source, target, bucket_boundaries=[5, 3])
+
+
+def test_max_lengths_drop_long_pairs_and_drop_remainder(tokenizers):
+    source, target = tokenizers
+    dataset = make_dataset(
+        PAIRS, source, target, shuffle=False, max_source_length=3, max_target_length=3
+    )
+    kept = [example[0] for example in _examples(dataset)]
+    expected = [w for w in WORDS if len(w) <= 2]  # target_in = len + 1 <= 3
+    assert kept == [tuple(source.encode(w).numpy()) for w in expected]
+    batches = list(
+        make_dataset(PAIRS, source, target, batch_size=4, drop_remainder=True)
+    )
+    assert len(batches) == 2 and all(b[1].shape[0] == 4 for b in batches)
+
+
+def test_empty_pairs_and_bad_arguments(tokenizers):
+    source, target = tokenizers
+    with pytest.raises(ValueError, match="pairs"):
+        make_dataset([], source, target)
+    with pytest.raises(ValueError, match="pairs.*index 0"):
+        make_dataset([("cat",)], source, target)
+    with pytest.raises(ValueError, match="batch_size.*Received: batch_size=0"):
+        make_dataset(PAIRS, source, target, batch_size=0)
+
+
+def test_make_source_dataset_keeps_order(tokenizers):
+    source, _ = tokenizers
+    batches = [
+        batch.numpy().tolist()
+        for batch in make_source_dataset(["cat", "a", "dog"], source, batch_size=2)
+    ]
+    assert batches == [[[5, 4, 6], [4, 0, 0]], [[1, 1, 1]]]
+    with pytest.raises(ValueError, match="texts"):
+        make_source_dataset("cat", source)

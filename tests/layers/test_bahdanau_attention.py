@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+
+from kerasseq.layers import BahdanauAttention
+from tests.helpers import check_layer
+
+
+def test_additive_score_matches_hand_computed_values():
+    # units = 1, W_1 = [1, 1], W_2 = [1, -1], b = 0, v = 1:
+    # e_i = tanh((s1 + s2) + (h_i1 - h_i2))
+    attention = BahdanauAttention(units=1)
+    s = np.array([[0.7, 0.8]], "float32")
+    h = np.array([[[0.1, 0.2], [0.8, 0.9], [0.5, 0.4], [0.3, 0.1]]], "float32")
+    attention(s, h)
+    attention.query_dense.set_weights([np.array([[1.0], [1.0]], "float32")])
+    attention.key_dense.set_weights([np.array([[1.0], [-1.0]], "float32"), np.zeros(1, "float32")])
+    attention.score_dense.set_weights([np.ones((1, 1), "float32")])
+    context, weights = attention(s, h)
+    scores = np.tanh(1.5 + np.array([-0.1, -0.1, 0.1, 0.2]))
+    expected = np.exp(scores) / np.exp(scores).sum()
+    np.testing.assert_allclose(np.asarray(weights)[0], expected, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(context)[0], expected @ h[0], atol=1e-6)
+
+
+def test_random_weights_match_numpy():
+    rng = np.random.default_rng(3)
+    attention = BahdanauAttention(units=6)
+    query = rng.normal(size=(2, 5)).astype("float32")
+    values = rng.normal(size=(2, 4, 3)).astype("float32")
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)
+    context, weights = attention(query, values, mask)
+    w1 = attention.query_dense.get_weights()[0]
+    w2, b2 = attention.key_dense.get_weights()
+    v = attention.score_dense.get_weights()[0]
+    scores = (np.tanh((query @ w1)[:, None, :] + values @ w2 + b2) @ v)[..., 0]
+    scores = np.where(mask, scores, -np.inf)
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(weights), expected, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(context), np.einsum("bs,bsd->bd", expected, values), atol=1e-6)
+
+
+def test_precomputed_keys_give_the_same_result():
+    rng = np.random.default_rng(4)
+    attention = BahdanauAttention(units=6)
+    query, values = rng.normal(size=(2, 5)), rng.normal(size=(2, 4, 3))
+    a = attention(query, values)
+    b = attention(query, values, keys=attention.precompute_keys(values))
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-7)
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    attention = BahdanauAttention(units=4)
+    context, weights = attention(np.ones((1, 2)), np.ones((1, 3, 2)), np.zeros((1, 3), bool))
+    assert np.all(np.asarray(weights) == 0) and np.all(np.asarray(context) == 0)
+
+
+def test_layer_contract():
+    rng = np.random.default_rng(5)
+    check_layer(BahdanauAttention, dict(units=4),
+                [rng.normal(size=(2, 5)).astype("float32"),
+                 rng.normal(size=(2, 3, 6)).astype("float32"),
+                 np.array([[True, True, False], [True, True, True]])])
+
+
+def test_bad_units():
+    with pytest.raises(ValueError, match="units"):
+        BahdanauAttention(units=0)

@@ -1,0 +1,122 @@
+import numpy as np
+import pytest
+
+from kerasseq.layers import LSTMEncoder
+from tests.helpers import check_layer
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def numpy_lstm(xs, kernel, recurrent_kernel, bias, h, c):
+    """Reference LSTM (Keras gate order i, f, g, o) over xs `(time, input_dim)`."""
+    units = h.shape[-1]
+    outputs = []
+    for x in xs:
+        z = x @ kernel + h @ recurrent_kernel + bias
+        i, f = sigmoid(z[:units]), sigmoid(z[units:2 * units])
+        g, o = np.tanh(z[2 * units:3 * units]), sigmoid(z[3 * units:])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        outputs.append(h)
+    return np.array(outputs), h, c
+
+
+def test_gate_arithmetic_matches_seed_worked_example():
+    # Seed 002: x = 2.0, h_{t-1} = 0, s_{t-1} = c_{t-1} = 1.0,
+    # W_i = 0.5, U_f = 1, U_o = 1, W_g = 0.5, everything else 0.
+    encoder = LSTMEncoder(vocab_size=5, embedding_dim=1, units=1)
+    encoder(np.array([[4]]))
+    lstm = encoder.lstm_layers[0]
+    embedding = np.zeros((5, 1), "float32")
+    embedding[4] = 2.0
+    encoder.embedding.set_weights([embedding])
+    kernel = np.array([[0.5, 0.0, 0.5, 0.0]], "float32")  # W_i, W_f, W_g, W_o
+    recurrent = np.array([[0.0, 1.0, 0.0, 1.0]], "float32")  # U_i, U_f, U_g, U_o
+    lstm.set_weights([kernel, recurrent, np.zeros(4, "float32")])
+    x = encoder.embedding(np.array([[4]]))
+    output, h, c = lstm(x, initial_state=[np.zeros((1, 1)), np.ones((1, 1))])
+    assert sigmoid(1.0) == pytest.approx(0.731, abs=1e-3)  # i
+    assert np.tanh(1.0) == pytest.approx(0.7616, abs=1e-4)  # g
+    assert float(c[0, 0]) == pytest.approx(0.5 * 1.0 + sigmoid(1.0) * np.tanh(1.0), abs=1e-6)
+    assert float(c[0, 0]) == pytest.approx(1.056, abs=1e-3)
+    assert float(h[0, 0]) == pytest.approx(0.392, abs=1e-3)
+    assert float(output[0, 0, 0]) == pytest.approx(float(h[0, 0]))
+
+
+def test_matches_numpy_lstm_with_random_weights():
+    rng = np.random.default_rng(0)
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4)
+    ids = np.array([[5, 7, 2, 9]])
+    outputs, final = encoder(ids)
+    embedding = encoder.embedding.get_weights()[0]
+    kernel, recurrent, bias = [w + rng.normal(0, 0.1, w.shape).astype("float32")
+                               for w in encoder.lstm_layers[0].get_weights()]
+    encoder.lstm_layers[0].set_weights([kernel, recurrent, bias])
+    outputs, final = encoder(ids)
+    ref_out, h, c = numpy_lstm(embedding[ids[0]], kernel, recurrent, bias, np.zeros(4), np.zeros(4))
+    np.testing.assert_allclose(np.asarray(outputs)[0], ref_out, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(final)[0], np.concatenate([h, c]), atol=1e-5)
+
+
+def test_bidirectional_backward_direction_reads_only_real_tokens():
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4, bidirectional=True)
+    ids = np.array([[5, 7, 2, 0, 0]])
+    outputs, final = encoder(ids)
+    assert outputs.shape == (1, 5, 8) and final.shape == (1, 16)
+    embedding = encoder.embedding.get_weights()[0]
+    forward_weights = encoder.lstm_layers[0].forward_layer.get_weights()
+    backward_weights = encoder.lstm_layers[0].backward_layer.get_weights()
+    xs = embedding[[5, 7, 2]]
+    fw_out, fw_h, fw_c = numpy_lstm(xs, *forward_weights, np.zeros(4), np.zeros(4))
+    bw_out, bw_h, bw_c = numpy_lstm(xs[::-1], *backward_weights, np.zeros(4), np.zeros(4))
+    outputs = np.asarray(outputs)[0]
+    np.testing.assert_allclose(outputs[:3, :4], fw_out, atol=1e-5)
+    np.testing.assert_allclose(outputs[:3, 4:], bw_out[::-1], atol=1e-5)
+    np.testing.assert_allclose(outputs[3:], 0.0)
+    np.testing.assert_allclose(np.asarray(final)[0], np.concatenate([fw_h, fw_c, bw_h, bw_c]), atol=1e-5)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_extra_padding_changes_no_real_output(bidirectional):
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4, bidirectional=bidirectional,
+                          num_layers=2)
+    short = np.array([[5, 7, 2], [3, 0, 0]])
+    long = np.pad(short, ((0, 0), (0, 4)))
+    out_short, final_short = encoder(short)
+    out_long, final_long = encoder(long)
+    np.testing.assert_allclose(np.asarray(out_long)[:, :3], np.asarray(out_short), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(final_long), np.asarray(final_short), atol=1e-6)
+
+
+def test_empty_source_gives_zero_state_not_nan():
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4)
+    outputs, final = encoder(np.zeros((2, 3), "int32"))
+    assert np.all(np.asarray(outputs) == 0) and np.all(np.asarray(final) == 0)
+
+
+def test_shared_embedding_is_used():
+    import keras
+
+    shared = keras.layers.Embedding(12, 3)
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4, embedding=shared)
+    encoder(np.array([[1, 2]]))
+    assert encoder.embedding is shared
+
+
+def test_layer_contract():
+    check_layer(LSTMEncoder, dict(vocab_size=12, embedding_dim=3, units=4, bidirectional=True,
+                                  num_layers=2, dropout=0.1),
+                np.array([[5, 7, 2, 0], [3, 1, 0, 0]], "int32"))
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(vocab_size=0, embedding_dim=3, units=4), "vocab_size"),
+    (dict(vocab_size=5, embedding_dim=3, units=-1), "units"),
+    (dict(vocab_size=5, embedding_dim=3, units=4, num_layers=0), "num_layers"),
+    (dict(vocab_size=5, embedding_dim=3, units=4, dropout=1.5), "dropout"),
+])
+def test_bad_arguments_are_named(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        LSTMEncoder(**kwargs)

@@ -1,0 +1,63 @@
+import pytest
+import sacrebleu
+
+from kerasseq.evaluation import (
+    corpus_bleu,
+    corpus_chrf,
+    g2p_error_rates,
+    phoneme_error_rate,
+    word_error_rate,
+)
+
+
+def test_wer_per_hand_computed():
+    hypotheses = ["HH AH L OW", "K AE T", "D AO G", "B ER D"]
+    references = [
+        ["HH EH L OW", "HH AH L OW"],  # matches the 2nd reference: 0 edits / 4
+        "K AE T S",  # one deletion: 1 / 4
+        ["D AA G", "D AO G Z"],  # both at distance 1; the first (3 phonemes) is chosen
+        "B ER D",  # exact: 0 / 3
+    ]
+    assert word_error_rate(hypotheses, references) == pytest.approx(2 / 4)
+    assert phoneme_error_rate(hypotheses, references) == pytest.approx(2 / 14)
+    assert g2p_error_rates(hypotheses, references) == {
+        "wer": pytest.approx(0.5),
+        "per": pytest.approx(2 / 14),
+        "words": 4,
+    }
+
+
+def test_closest_reference_sets_the_denominator():
+    # distances: to "A B C D E F" = 4 (len 6), to "X Y" = 1 (len 2) -> the short one wins.
+    assert phoneme_error_rate(["X"], [["A B C D E F", "X Y"]]) == pytest.approx(1 / 2)
+    # whitespace differences do not count
+    assert word_error_rate([" K  AE T "], ["K AE T"]) == 0.0
+    # substitution + insertion: K AE T vs K AH T S -> 2 edits / 3
+    assert phoneme_error_rate(["K AH T S"], ["K AE T"]) == pytest.approx(2 / 3)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="same length"):
+        word_error_rate(["A"], ["A", "B"])
+    with pytest.raises(ValueError, match="empty"):
+        phoneme_error_rate([], [])
+    with pytest.raises(ValueError, match="reference"):
+        word_error_rate(["A"], [[]])
+
+
+def test_bleu_and_chrf_match_sacrebleu():
+    hypotheses = ["the cat is on mat"]
+    references = ["the cat is on the mat"]
+    expected = sacrebleu.corpus_bleu(hypotheses, [references]).score
+    assert corpus_bleu(hypotheses, references) == pytest.approx(expected)
+    assert 0 < expected < 86.6  # 4-grams + brevity penalty, not the 0.866 unigram toy
+    assert corpus_chrf(hypotheses, references) == pytest.approx(
+        sacrebleu.corpus_chrf(hypotheses, [references]).score
+    )
+    # several references per hypothesis
+    multi = [["the cat is on the mat", "there is a cat on the mat"], "a dog"]
+    hyps = ["there is a cat on mat", "a dog"]
+    expected = sacrebleu.corpus_bleu(
+        hyps, [["the cat is on the mat", "a dog"], ["there is a cat on the mat", None]]
+    ).score
+    assert corpus_bleu(hyps, multi) == pytest.approx(expected)

@@ -1,0 +1,48 @@
+import math
+
+import numpy as np
+import pytest
+
+from kerasseq.models import build_rnn_seq2seq
+from kerasseq.training import (
+    MaskedSparseCategoricalCrossentropy,
+    ScheduledSampling,
+    teacher_forcing_probability,
+)
+
+
+def test_schedules_follow_bengio_2015():
+    assert teacher_forcing_probability("linear", 3, 0.1) == pytest.approx(0.7)
+    assert teacher_forcing_probability("linear", 30, 0.1) == 0.0
+    assert teacher_forcing_probability("exponential", 2, 0.9) == pytest.approx(0.81)
+    assert teacher_forcing_probability("inverse_sigmoid", 5, 10.0) == pytest.approx(
+        10 / (10 + math.exp(0.5))
+    )
+
+
+def test_callback_sets_decoder_probability_each_epoch():
+    model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8)
+    model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    callback = ScheduledSampling(schedule="linear", decay=0.1, max_probability=0.15)
+    seen = []
+
+    source = np.array([[5, 6, 7]] * 4)
+    target_in = np.array([[2, 8, 9]] * 4)
+    target_out = np.array([[8, 9, 3]] * 4)
+
+    import keras
+
+    class Record(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append(float(model.decoder.sampling_probability.numpy()))
+
+    model.fit([source, target_in], target_out, epochs=3, verbose=0, callbacks=[callback, Record()])
+    np.testing.assert_allclose(seen, [0.0, 0.1, 0.15], atol=1e-6)
+    assert callback.history == pytest.approx([0.0, 0.1, 0.15])
+
+
+def test_bad_callback_arguments():
+    with pytest.raises(ValueError, match="schedule"):
+        ScheduledSampling(schedule="cosine")
+    with pytest.raises(ValueError, match="decay"):
+        ScheduledSampling(schedule="exponential", decay=2.0)
