@@ -1,0 +1,43 @@
+"""Text data for kerasseq: tokenizers, the embedded CMUdict G2P dataset, TSV
+sentence pairs and teacher-forcing `tf.data` pipelines."""
+
+from kerasseq.data.cmudict import (
+    entries_to_pairs,
+    load_cmudict,
+    load_cmudict_tokenizers,
+    parse_cmudict_lines,
+)
+from kerasseq.data.dataset import make_dataset, make_source_dataset
+from kerasseq.data.tokenizer import (
+    END_ID,
+    END_TOKEN,
+    PAD_ID,
+    PAD_TOKEN,
+    RESERVED_TOKENS,
+    START_ID,
+    START_TOKEN,
+    UNK_ID,
+    UNK_TOKEN,
+    TextTokenizer,
+)
+from kerasseq.data.tsv import load_tsv_pairs
+
+__all__ = [
+    "END_ID",
+    "END_TOKEN",
+    "PAD_ID",
+    "PAD_TOKEN",
+    "RESERVED_TOKENS",
+    "START_ID",
+    "START_TOKEN",
+    "UNK_ID",
+    "UNK_TOKEN",
+    "TextTokenizer",
+    "entries_to_pairs",
+    "load_cmudict",
+    "load_cmudict_tokenizers",
+    "load_tsv_pairs",
+    "make_dataset",
+    "make_source_dataset",
+    "parse_cmudict_lines",
+]

@@ -1,0 +1,250 @@
+"""`tf.data` pipelines that turn text pairs into teacher-forcing batches.
+
+For a target token sequence `y = (y_1, ..., y_n)` the decoder reads
+`[START] y_1 ... y_n` and is trained to predict `y_1 ... y_n [END]`: at every
+position `t` the input is the true previous token (teacher forcing, Williams &
+Zipser 1989; used by Sutskever et al. 2014 and every seq2seq model since).
+Both sequences have length `n + 1`, so one padding mask serves both.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
+
+_ENCODE_CHUNK = 1024  # texts tokenized per vectorized lookup
+
+
+def _check_batch_size(batch_size):
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or batch_size < 1
+    ):
+        raise ValueError(
+            f"`batch_size` must be an int >= 1. Received: batch_size={batch_size!r}"
+        )
+
+
+def _check_pairs(pairs):
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError(
+            "`pairs` must contain at least one (source_text, target_text) pair."
+        )
+    for index, pair in enumerate(pairs):
+        if (
+            not isinstance(pair, (tuple, list))
+            or len(pair) != 2
+            or not all(isinstance(text, str) for text in pair)
+        ):
+            raise ValueError(
+                "`pairs` must be a list of (source_text, target_text) str pairs. "
+                f"Received at index {index}: {pair!r:.200}"
+            )
+    return pairs
+
+
+def _teacher_forcing(source_ids, target_ids):
+    """`((source, [START] + y), y + [END])` for one example of 1-D int32 ids."""
+    start = tf.constant([START_ID], tf.int32)
+    end = tf.constant([END_ID], tf.int32)
+    target_in = tf.concat([start, target_ids], axis=0)  # (target_length + 1,)
+    target_out = tf.concat([target_ids, end], axis=0)  # (target_length + 1,)
+    return (source_ids, target_in), target_out
+
+
+def _example_length(inputs, target_out):
+    source_ids, target_in = inputs
+    return tf.maximum(tf.shape(source_ids)[0], tf.shape(target_in)[0])
+
+
+def _auto_bucket_boundaries(lengths):
+    """Boundaries at the 10th, 20th, ..., 90th length percentiles (distinct,
+    each an exclusive upper bound as `bucket_by_sequence_length` expects)."""
+    percentiles = np.percentile(np.asarray(lengths), np.arange(10, 100, 10))
+    return sorted({int(value) + 1 for value in percentiles})
+
+
+def _encoded_lengths(tokenizer, texts):
+    return np.concatenate(
+        [
+            tokenizer.encode(texts[start : start + _ENCODE_CHUNK]).row_lengths().numpy()
+            for start in range(0, len(texts), _ENCODE_CHUNK)
+        ]
+    )
+
+
+def make_dataset(
+    pairs,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size=64,
+    shuffle=True,
+    seed=None,
+    bucket_boundaries=None,
+    max_source_length=None,
+    max_target_length=None,
+    drop_remainder=False,
+    cache=True,
+):
+    """Build a training / evaluation dataset of teacher-forcing batches.
+
+    Texts are tokenized with `source_tokenizer` / `target_tokenizer` (tokens
+    not in a vocabulary become `UNK_ID`; each tokenizer's own `max_length`
+    truncation applies), then each target `y` becomes `target_in = [START] + y`
+    and `target_out = y + [END]`. Batches are padded with `PAD_ID` (0) to the
+    longest sequence in the batch.
+
+    Args:
+        pairs: list of `(source_text, target_text)` str pairs.
+        source_tokenizer: `TextTokenizer` with a vocabulary, for the sources.
+        target_tokenizer: `TextTokenizer` with a vocabulary, for the targets.
+        batch_size: int >= 1, examples per batch (per bucket when bucketing).
+        shuffle: bool, shuffle the examples (all of them: the buffer holds the
+            whole dataset), in a new order every epoch.
+        seed: optional int. With a seed, two datasets built from the same
+            arguments give the same order, epoch after epoch.
+        bucket_boundaries: `None` (no bucketing), a sorted list of ints, or
+            `"auto"` (the 10th...90th percentiles of the example lengths).
+            With boundaries, examples are grouped by length
+            `max(source_length, target_length + 1)` using
+            `tf.data.Dataset.bucket_by_sequence_length`, so a batch holds
+            examples of similar length and needs little padding.
+        max_source_length: optional int; pairs whose source has more tokens are
+            dropped.
+        max_target_length: optional int; pairs whose `target_in` (target
+            tokens + 1) is longer are dropped.
+        drop_remainder: bool, drop the last smaller batch (of each bucket).
+        cache: bool, keep the tokenized examples in memory after the first
+            epoch.
+
+    Returns:
+        `tf.data.Dataset` of `((source_ids, target_in_ids), target_out_ids)`,
+        int32, shapes `((batch_size, source_length), (batch_size,
+        target_length))` and `(batch_size, target_length)`; ready for
+        `model.fit`.
+
+    Example:
+
+    >>> from kerasseq.data import TextTokenizer
+    >>> pairs = [("cat", "K AE T")]
+    >>> source = TextTokenizer.from_texts(["cat"])
+    >>> target = TextTokenizer.from_texts(["K AE T"], split="whitespace")
+    >>> (source_ids, target_in), target_out = next(iter(make_dataset(pairs, source, target)))
+    >>> source_ids.numpy().tolist(), target_in.numpy().tolist(), target_out.numpy().tolist()
+    ([[5, 4, 6]], [[2, 5, 4, 6]], [[5, 4, 6, 3]])
+    """
+    pairs = _check_pairs(pairs)
+    _check_batch_size(batch_size)
+    for name, value in (
+        ("max_source_length", max_source_length),
+        ("max_target_length", max_target_length),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ValueError(
+                f"`{name}` must be None or an int >= 1. Received: {name}={value!r}"
+            )
+    sources = [source for source, _ in pairs]
+    targets = [target for _, target in pairs]
+
+    boundaries = bucket_boundaries
+    if isinstance(boundaries, str):
+        if boundaries != "auto":
+            raise ValueError(
+                "`bucket_boundaries` must be None, a list of ints or 'auto'. "
+                f"Received: bucket_boundaries={bucket_boundaries!r}"
+            )
+        lengths = np.maximum(
+            _encoded_lengths(source_tokenizer, sources),
+            _encoded_lengths(target_tokenizer, targets) + 1,
+        )
+        boundaries = _auto_bucket_boundaries(lengths)
+    elif boundaries is not None:
+        boundaries = list(boundaries)
+        if (
+            not boundaries
+            or not all(isinstance(b, (int, np.integer)) and b >= 1 for b in boundaries)
+            or boundaries != sorted(set(boundaries))
+        ):
+            raise ValueError(
+                "`bucket_boundaries` must be a non-empty, strictly increasing list of "
+                f"ints >= 1. Received: bucket_boundaries={bucket_boundaries!r}"
+            )
+
+    def encode_chunk(source_texts, target_texts):
+        return source_tokenizer.encode(source_texts), target_tokenizer.encode(
+            target_texts
+        )
+
+    dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
+    dataset = dataset.batch(_ENCODE_CHUNK)
+    dataset = dataset.map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.unbatch()  # one (source_ids, target_ids) per element
+    if max_source_length is not None or max_target_length is not None:
+        source_limit = max_source_length or np.iinfo(np.int32).max
+        target_limit = max_target_length or np.iinfo(np.int32).max
+        dataset = dataset.filter(
+            lambda source_ids, target_ids: (
+                (tf.shape(source_ids)[0] <= source_limit)
+                & (tf.shape(target_ids)[0] + 1 <= target_limit)
+            )
+        )
+    dataset = dataset.map(_teacher_forcing, num_parallel_calls=tf.data.AUTOTUNE)
+    if cache:
+        dataset = dataset.cache()
+    if shuffle:
+        dataset = dataset.shuffle(
+            buffer_size=len(pairs), seed=seed, reshuffle_each_iteration=True
+        )
+    if boundaries is None:
+        dataset = dataset.padded_batch(
+            batch_size, padding_values=PAD_ID, drop_remainder=drop_remainder
+        )
+    else:
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=_example_length,
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            padding_values=PAD_ID,
+            drop_remainder=drop_remainder,
+        )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def make_source_dataset(texts, tokenizer, batch_size=64):
+    """Build an inference dataset of padded source ids, in input order.
+
+    Args:
+        texts: list of str (or a `tf.string` tensor of shape `(num_texts,)`).
+        tokenizer: the source `TextTokenizer`.
+        batch_size: int >= 1.
+
+    Returns:
+        `tf.data.Dataset` of int32 `source_ids`, shape
+        `(batch_size, source_length)`, padded with `PAD_ID` (0).
+
+    Example:
+
+    >>> from kerasseq.data import TextTokenizer
+    >>> tokenizer = TextTokenizer.from_texts(["cat", "act"])
+    >>> [b.numpy().tolist() for b in make_source_dataset(["cat", "a"], tokenizer)]
+    [[[5, 4, 6], [4, 0, 0]]]
+    """
+    _check_batch_size(batch_size)
+    if isinstance(texts, str):
+        raise ValueError(
+            f"`texts` must be a list of str, not a single str. Received: texts={texts!r:.200}"
+        )
+    texts = list(np.reshape(np.asarray(texts, dtype=object), [-1]))
+    if not texts:
+        raise ValueError("`texts` must contain at least one text.")
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(texts, dtype=tf.string))
+    dataset = dataset.batch(batch_size)
+    dataset = dataset.map(
+        lambda batch: tokenizer.encode(batch).to_tensor(default_value=PAD_ID),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
