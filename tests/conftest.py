@@ -14,4 +14,3 @@ def _seed_everything():
     keras.utils.set_random_seed(1234)
     np.random.seed(1234)
     yield
-    keras.backend.clear_session()

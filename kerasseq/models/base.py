@@ -32,6 +32,17 @@ def serialize_tokenizer(tokenizer):
     return None if tokenizer is None else keras.saving.serialize_keras_object(tokenizer)
 
 
+def pad_to_multiple(source_ids, multiple):
+    """Right-pad `(batch_size, source_length)` ids with 0 to a multiple of `multiple`.
+
+    Padding changes no result (masks), and a few distinct lengths mean a few
+    traced decoding functions instead of one per source length.
+    """
+    length = int(source_ids.shape[1])
+    padded = max(multiple, -(-length // multiple) * multiple)
+    return ops.pad(source_ids, [[0, 0], [0, padded - length]]) if padded != length else source_ids
+
+
 class Seq2SeqModel(keras.Model):
     """Base class of kerasseq's functional encoder–decoder models.
 
@@ -41,6 +52,8 @@ class Seq2SeqModel(keras.Model):
     (`kerasseq.data.TextTokenizer`) are saved in the model's config, so a
     `.keras` file is all that is needed to translate text.
     """
+
+    source_length_multiple = 8
 
     # ------------------------------------------------------------ contract
     def encode(self, source_ids):
@@ -98,7 +111,9 @@ class Seq2SeqModel(keras.Model):
                 "source_ids must have shape (batch_size, source_length). "
                 f"Received shape: {tuple(source_ids.shape)}"
             )
+        source_ids = pad_to_multiple(source_ids, self.source_length_multiple)
         state = self._encode_function()(source_ids)
+        search_kwargs.setdefault("batch_buckets", "pow2")
         search = {"greedy": decoding.greedy, "beam": decoding.beam_search, "sample": decoding.sample}
         return search[method](
             self.decode_step,

@@ -114,23 +114,31 @@ def test_early_end_wins_with_true_log_probabilities():
 
 
 def test_keras_hub_beam_sampler_prefers_the_longer_hypothesis():
-    # Documents the difference from keras-hub: its BeamSampler ranks beams whose
-    # scores kept absorbing tokens after [end], and picks "a b" (p = 0.36) over
-    # the empty output (p = 0.6) that beam_search returns above.
+    # Documents the difference from keras-hub. After [end] this model spreads its
+    # probability evenly, which must not matter: the hypothesis is over. keras-hub's
+    # BeamSampler keeps scoring beams after [end] ("[end] x" = 0.6 * 0.25 = 0.15)
+    # and returns "a b [end]" (0.36); beam_search returns the empty output (0.6).
     keras_hub = pytest.importorskip("keras_hub")
-    model = early_end_model()
+    probabilities = early_end_model().probabilities.copy()
+    probabilities[END_ID] = 0.25
+    model = MarkovTableModel(probabilities)
+
+    token_ids, scores, lengths, _ = run_beam(model, num_beams=2, max_length=3)
+    assert lengths[0, 0] == 0
+    np.testing.assert_allclose(scores[0, 0], math.log(0.6), rtol=1e-6)
+
     table = tf.constant(np.maximum(model.log_table, -1e9), tf.float32)
 
     def next_fn(prompt, cache, index):
         return tf.gather(table, prompt[:, index - 1]), None, cache
 
-    prompt = tf.constant([[START_ID, 0, 0, 0, 0]], tf.int32)
+    prompt = tf.constant([[START_ID, 0, 0, 0]], tf.int32)
     try:
         sampler = keras_hub.samplers.BeamSampler(num_beams=2)
         output = sampler(next_fn, prompt, index=1, stop_token_ids=[END_ID])
     except (TypeError, AttributeError, ValueError) as error:  # API drift
         pytest.skip(f"keras_hub BeamSampler API differs: {error}")
-    assert np.asarray(output)[0, 1:4].tolist() == [2, 3, END_ID]
+    assert np.asarray(output)[0, 1:].tolist() == [2, 3, END_ID]
 
 
 def test_length_penalty_counts_the_end_token():
@@ -302,3 +310,23 @@ def test_no_retracing_and_batch_buckets_share_a_trace():
     rows = {name: tensor[:3] for name, tensor in state.items()}
     beam_search(model.step_fn, rows, 3, **settings)
     assert trace_count("beam_search") == traces + 1
+
+
+def test_early_stop_ends_the_loop_once_no_alive_beam_can_win():
+    # After step 0 the finished "[end]" (0.6) beats the best alive "a" (0.4) and
+    # every extension of it, so the search stops after one model step.
+    model = early_end_model()
+    calls = tf.Variable(0)
+
+    def counting_step(token_ids, state, step):
+        calls.assign_add(1)
+        return model.step_fn(token_ids, state, step)
+
+    beam_search(counting_step, model.initial_state(), 1, 0, 1, num_beams=2, max_length=50)
+    assert int(calls.numpy()) == 1
+
+    # Asking for two outputs keeps the search going until "a b [end]" is finished
+    # (step 2); after that nothing alive remains.
+    calls.assign(0)
+    beam_search(counting_step, model.initial_state(), 1, 0, 1, num_beams=2, max_length=50, num_return=2)
+    assert int(calls.numpy()) == 3

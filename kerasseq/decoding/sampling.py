@@ -1,0 +1,175 @@
+"""Ancestral sampling with temperature, top-k and top-p (nucleus) filtering."""
+
+import numpy as np
+import tensorflow as tf
+
+from kerasseq.decoding import _common
+
+
+def sample(
+    step_fn,
+    state,
+    batch_size,
+    start_id,
+    end_id,
+    max_length,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    seed=None,
+    min_length=0,
+    *,
+    jit_compile=False,
+    batch_buckets=None,
+):
+    """Decode by drawing every token from the (filtered) model distribution.
+
+    At step t the logits z are divided by the temperature T, filtered, and the
+    next token is drawn from
+
+        y_t ~ softmax(filter(z / T))
+
+    Filters run in this order (each is off at its default):
+    - top-k (Fan et al., 2018): keep the `top_k` largest logits.
+    - top-p (Holtzman et al., 2020, "nucleus"): sort the remaining tokens by
+      probability and keep the smallest prefix whose probability mass reaches
+      `top_p`; a token is kept when the mass of the tokens ranked above it is
+      `< top_p`, so the most probable token always survives.
+
+    Draws use `tf.random.stateless_categorical` with the seed pair
+    `(seed, step)`: the same integer `seed` gives the same tokens on every
+    call with the same `jit_compile` setting (XLA draws different numbers from
+    the same seed than the TensorFlow kernels do).
+
+    Args:
+        step_fn: `step_fn(token_ids, state, step) -> (logits, new_state)`, see
+            `greedy`.
+        state: flat dict `{str: tensor}`, every tensor with `batch_size` rows.
+        batch_size: Python int, rows in `state`.
+        start_id: int, token fed at step 0.
+        end_id: int, token that ends a hypothesis.
+        max_length: int >= 1, the most steps run (tokens generated, counting
+            the end token).
+        temperature: float > 0. Below 1 sharpens the distribution, above 1
+            flattens it.
+        top_k: int >= 0; 0 disables the top-k filter.
+        top_p: float in `(0, 1]`; 1 disables the nucleus filter.
+        seed: int or `None`. `None` draws a fresh seed from NumPy's global
+            generator (so `keras.utils.set_random_seed` makes it repeatable).
+        min_length: int in `[0, max_length]`; the end token cannot be drawn
+            until `min_length` tokens were generated.
+        jit_compile: bool, compile the loop with XLA.
+        batch_buckets: `None`, `"pow2"` or a sequence of ints, see `greedy`.
+            A seeded draw is repeatable for a fixed padded batch size; it may
+            differ between bucketed and unbucketed calls.
+
+    Returns:
+        `(token_ids, scores, lengths)` as in `greedy`: int32
+        `(batch_size, max_length)` 0-padded tokens without the end token,
+        float32 `(batch_size,)` sum of the model's log-probabilities (before
+        temperature and filtering) of the drawn tokens including the end
+        token, int32 `(batch_size,)` tokens before the end token.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> table = tf.math.log([[0.1, 0.1, 0.4, 0.4], [0.1, 0.1, 0.4, 0.4],
+    ...                      [0.1, 0.6, 0.2, 0.1], [0.1, 0.6, 0.1, 0.2]])
+    >>> def step_fn(token_ids, state, step):
+    ...     return tf.gather(table, token_ids), state
+    >>> state = {"unused": tf.zeros([2, 1])}
+    >>> ids, scores, lengths = sample(step_fn, state, 2, start_id=0, end_id=1,
+    ...                               max_length=6, top_k=2, seed=7)
+    >>> ids.shape
+    TensorShape([2, 6])
+    """
+    _common.check_common(batch_size, start_id, end_id, max_length, min_length)
+    _check_sampling(temperature, top_k, top_p)
+    if seed is None:
+        seed = int(np.random.randint(0, 2**31 - 1))
+    elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an int or None. Received: seed={seed!r}")
+    seed_tensor = tf.constant(int(seed) % (2**31 - 1), tf.int32)
+    settings = (start_id, end_id, max_length, min_length, float(temperature), top_k, float(top_p))
+
+    def build():
+        def decode(start_tokens, state, seed):
+            _common.note_trace("sample")
+
+            def draw(log_probs, logits, step):
+                return _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p)
+
+            return _common.single_path_decode(
+                step_fn, draw, start_tokens, state, end_id, max_length, min_length
+            )
+
+        return decode
+
+    function = _common.cached_function("sample", step_fn, settings, jit_compile, build)
+    return _common.run_decoder(
+        function, state, batch_size, start_id, batch_buckets, seed_tensor
+    )
+
+
+def _check_sampling(temperature, top_k, top_p):
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0. Received: temperature={temperature}")
+    _common.check_int("top_k", top_k, 0)
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p}")
+
+
+def _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p):
+    """One draw per row from the filtered, tempered distribution.
+
+    `log_probs` already carries the `min_length` ban (`-inf` on the end
+    token); log-probabilities differ from logits by a per-row constant, so
+    filtering them is the same as filtering logits.
+
+    Returns:
+        int32 `(batch_size,)`.
+    """
+    scaled = log_probs / temperature  # (batch_size, vocab_size)
+    if top_k > 0:
+        scaled = top_k_filter(scaled, top_k)
+    if top_p < 1.0:
+        scaled = top_p_filter(scaled, top_p)
+    seeds = tf.stack([seed, step])  # (2,)
+    drawn = tf.random.stateless_categorical(scaled, 1, seed=seeds, dtype=tf.int32)
+    return drawn[:, 0]  # (batch_size,)
+
+
+def top_k_filter(logits, top_k):
+    """Set every logit below the row's `top_k`-th largest to `-inf`.
+
+    Args:
+        logits: float `(batch_size, vocab_size)`.
+        top_k: Python int >= 1.
+
+    Returns:
+        float `(batch_size, vocab_size)`; ties with the k-th value are kept.
+    """
+    top_k = min(top_k, logits.shape[-1])
+    kth_largest = tf.math.top_k(logits, k=top_k).values[:, -1:]  # (batch_size, 1)
+    return tf.where(logits < kth_largest, _common.NEG_INF, logits)
+
+
+def top_p_filter(logits, top_p):
+    """Keep the smallest set of most probable tokens whose mass reaches `top_p`.
+
+    With tokens sorted by probability p_(1) >= p_(2) >= ..., token (j) is kept
+    when sum_{i<j} p_(i) < top_p.
+
+    Args:
+        logits: float `(batch_size, vocab_size)`.
+        top_p: Python float in `(0, 1)`.
+
+    Returns:
+        float `(batch_size, vocab_size)` with the dropped tokens at `-inf`.
+    """
+    sorted_logits = tf.sort(logits, axis=-1, direction="DESCENDING")  # (batch_size, vocab_size)
+    sorted_probs = tf.nn.softmax(sorted_logits, axis=-1)
+    mass_above = tf.cumsum(sorted_probs, axis=-1, exclusive=True)  # (batch_size, vocab_size)
+    kept = tf.reduce_sum(tf.cast(mass_above < top_p, tf.int32), axis=-1)  # (batch_size,)
+    smallest_kept = tf.gather(sorted_logits, kept - 1, batch_dims=1)  # (batch_size,)
+    return tf.where(logits < smallest_kept[:, None], _common.NEG_INF, logits)

@@ -1,0 +1,148 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from kerasseq.data import make_dataset
+from kerasseq.evaluation import word_error_rate
+from kerasseq.models import RNNSeq2Seq, build_rnn_seq2seq
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
+from tests.models.g2p_fixture import tiny_g2p
+
+SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
+TARGET_IN = np.array([[2, 5, 7, 4, 9], [2, 6, 0, 0, 0], [2, 8, 8, 8, 8]], "int32")
+
+
+def small_model(attention="bahdanau", **kwargs):
+    kwargs.setdefault("bidirectional", True)
+    return build_rnn_seq2seq(12, 11, embedding_dim=6, units=8, attention=attention, **kwargs)
+
+
+def step_by_step_logits(model, source, target_in):
+    state = model.encode(source)
+    outputs = []
+    for t in range(target_in.shape[1]):
+        logits, state = model.decode_step(target_in[:, t], state, t)
+        outputs.append(np.asarray(logits))
+    return np.stack(outputs, axis=1)  # (batch_size, target_length, vocab_size)
+
+
+@pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
+def test_decode_step_equals_teacher_forced_call(attention):
+    model = small_model(attention, num_encoder_layers=2)
+    full = np.asarray(model([SOURCE, TARGET_IN]))
+    np.testing.assert_allclose(step_by_step_logits(model, SOURCE, TARGET_IN), full, atol=1e-6)
+
+
+def test_state_contract_shapes():
+    state = small_model().encode(SOURCE)
+    for key, value in state.items():
+        assert value.shape[0] == 3, key
+    assert set(state) >= {"decoder_state", "source_mask", "attention_weights"}
+    assert small_model(None).encode(SOURCE).keys() == {"decoder_state", "context"}
+
+
+@pytest.mark.parametrize("attention", [None, "bahdanau"])
+def test_padding_invariance(attention):
+    model = small_model(attention)
+    base = np.asarray(model([SOURCE, TARGET_IN]))
+    more_source = np.asarray(model([np.pad(SOURCE, ((0, 0), (0, 5))), TARGET_IN]))
+    more_target = np.asarray(model([SOURCE, np.pad(TARGET_IN, ((0, 0), (0, 4)))]))
+    np.testing.assert_allclose(more_source, base, atol=1e-6)
+    np.testing.assert_allclose(more_target[:, :5], base, atol=1e-6)
+
+
+def test_attention_weights_are_a_distribution_over_real_source():
+    weights = np.asarray(small_model().attention_weights(SOURCE, TARGET_IN))
+    assert weights.shape == (3, 5, 6)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(weights[1, :, 2:] == 0)
+
+
+def test_shared_embeddings_need_one_vocabulary():
+    model = build_rnn_seq2seq(12, 12, embedding_dim=6, units=8, share_embeddings=True)
+    assert model.encoder.embedding is model.decoder.embedding
+    with pytest.raises(ValueError, match="share_embeddings"):
+        build_rnn_seq2seq(12, 11, share_embeddings=True)
+
+
+def test_bad_vocab_size():
+    with pytest.raises(ValueError, match="source_vocab_size"):
+        build_rnn_seq2seq(0, 11)
+    with pytest.raises(ValueError, match="source_tokenizer"):
+        build_rnn_seq2seq(None, 11)
+
+
+@pytest.fixture(scope="module")
+def trained_g2p():
+    """A tiny model trained to memorise 30 words (also used by the I/O tests)."""
+    keras.utils.set_random_seed(7)
+    entries, pairs, source, target = tiny_g2p()
+    model = build_rnn_seq2seq(
+        embedding_dim=32, units=64, attention="bahdanau", max_target_length=16,
+        source_tokenizer=source, target_tokenizer=target,
+    )
+    model.compile(optimizer=keras.optimizers.Adam(1e-2, clipnorm=1.0),
+                  loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
+    data = make_dataset(pairs, source, target, batch_size=10, seed=0)
+    model.fit(data, epochs=40, verbose=0)  # 120 optimizer steps at most
+    return model, entries
+
+
+def test_overfits_thirty_words(trained_g2p):
+    model, entries = trained_g2p
+    words = [w for w, _ in entries]
+    hypotheses = model.translate(words)
+    accuracy = 1.0 - word_error_rate(hypotheses, [prons for _, prons in entries])
+    assert accuracy >= 0.95, list(zip(words, hypotheses))
+
+
+def test_keras_save_load_keeps_logits_and_decoding(trained_g2p, tmp_path):
+    model, entries = trained_g2p
+    path = os.path.join(tmp_path, "g2p.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, RNNSeq2Seq)
+    source_ids = np.asarray(model.source_tokenizer.encode(["cat", "hello"]).to_tensor())
+    target_in = np.array([[2, 5, 6, 7, 8], [2, 7, 8, 0, 0]], "int32")
+    np.testing.assert_allclose(np.asarray(loaded([source_ids, target_in])),
+                               np.asarray(model([source_ids, target_in])), atol=1e-6)
+    words = [w for w, _ in entries[:8]]
+    assert loaded.translate(words) == model.translate(words)
+
+
+def test_translate_bad_and_odd_inputs(trained_g2p):
+    model, entries = trained_g2p
+    with pytest.raises(ValueError, match=r"texts\[1\] is empty"):
+        model.translate(["cat", ""])
+    with pytest.raises(ValueError, match=r"texts\[0\] is empty or whitespace"):
+        model.translate(["   "])
+    with pytest.raises(TypeError, match=r"texts\[0\]"):
+        model.translate([42])
+    # Unknown characters become [UNK]: still a defined translation.
+    assert isinstance(model.translate("ß☃q"), str)
+    # A single string gives a string; scores are finite log-probabilities.
+    text, score = model.translate(entries[0][0], return_scores=True)
+    assert isinstance(text, str) and np.isfinite(score) and score <= 0
+    with pytest.raises(ValueError, match="method"):
+        model.translate("cat", method="viterbi")
+    with pytest.raises(ValueError, match="max_length"):
+        model.translate("cat", max_length=0)
+
+
+def test_long_source_is_truncated_as_documented(trained_g2p):
+    model, _ = trained_g2p
+    config = model.source_tokenizer.get_config()
+    config["max_length"] = 5
+    truncating = type(model.source_tokenizer).from_config(config)
+    long_word, prefix = "abcdefghijklmnopqrstuvwxyz" * 4, "abcde"
+    np.testing.assert_array_equal(truncating.encode([long_word]).to_tensor(),
+                                  truncating.encode([prefix]).to_tensor())
+
+
+def test_translate_needs_tokenizers():
+    with pytest.raises(ValueError, match="tokenizer"):
+        small_model().translate("cat")
+    ids, scores, lengths = small_model().generate(SOURCE, max_length=4)
+    assert ids.shape == (3, 4) and lengths.shape == (3,)
