@@ -161,7 +161,8 @@ class GRUDecoder(keras.layers.Layer):
                     "GRUDecoder with attention needs `values` (the encoder outputs)."
                 )
             context_dim = values_shape[-1]
-            self.attention.build((batch_size, self.units), values_shape)
+            if not self.attention.built:
+                self.attention.build((batch_size, self.units), values_shape)
         else:
             context_dim = self.units if self.feed_context else 0
         if not self.embedding.built:

@@ -73,7 +73,9 @@ def test_causal_with_dropout_in_training_mode(return_attention_scores):
     layer = CausalSelfAttention(d_model=8, num_heads=2, dropout=0.5)
     with tf.GradientTape() as tape:
         tape.watch(x)
-        outputs = layer(x, training=True, return_attention_scores=return_attention_scores)
+        outputs = layer(
+            x, training=True, return_attention_scores=return_attention_scores
+        )
         if return_attention_scores:
             outputs, scores = outputs
             assert np.all(np.triu(np.ones((6, 6)), k=1) * scores.numpy() == 0.0)

@@ -37,7 +37,9 @@ def test_matches_keras_attention_with_add_and_norm(norm_first):
             reference(normed, normed, attention_mask=attention_mask)
         )
     else:
-        attended = keras.ops.convert_to_numpy(reference(x, x, attention_mask=attention_mask))
+        attended = keras.ops.convert_to_numpy(
+            reference(x, x, attention_mask=attention_mask)
+        )
         expected = _layer_norm(x + attended, layer.layer_norm, 1e-5)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
 

@@ -49,7 +49,10 @@ def test_fully_masked_rows_give_zeros_not_nan_in_float16():
     value = np.ones((1, 1, 3, 4), "float16")
     mask = np.array([[[[True, False, True], [False, False, False]]]])
     output, weights = scaled_dot_product_attention(query, key, value, mask=mask)
-    output, weights = keras.ops.convert_to_numpy(output), keras.ops.convert_to_numpy(weights)
+    output, weights = (
+        keras.ops.convert_to_numpy(output),
+        keras.ops.convert_to_numpy(weights),
+    )
     assert output.dtype == np.float16 and np.isfinite(output).all()
     np.testing.assert_allclose(weights[0, 0, 0], [0.5, 0.0, 0.5], atol=1e-3)
     np.testing.assert_array_equal(weights[0, 0, 1], 0.0)

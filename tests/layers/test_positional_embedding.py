@@ -89,5 +89,7 @@ def test_mask_reaches_the_next_layer_in_a_functional_model():
 def test_check_layer():
     token_ids = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 0, 0]], dtype="int32")
     check_layer(
-        PositionalEmbedding, {"vocab_size": 10, "d_model": 8, "max_length": 12}, token_ids
+        PositionalEmbedding,
+        {"vocab_size": 10, "d_model": 8, "max_length": 12},
+        token_ids,
     )
