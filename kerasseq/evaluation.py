@@ -199,3 +199,115 @@ def corpus_chrf(hypotheses, references, **chrf_kwargs):
 
     hypotheses, streams = _reference_streams(hypotheses, references)
     return CHRF(**chrf_kwargs).corpus_score(hypotheses, streams).score
+
+
+# --------------------------------------------------------- by source length
+LENGTH_METRICS = ("bleu", "chrf", "wer", "per")
+
+
+def _source_length_function(length, metric):
+    if callable(length):
+        return length
+    if length is None:
+        length = "characters" if metric in ("wer", "per") else "words"
+    if length == "words":
+        return lambda text: len(text.split())
+    if length == "characters":
+        return lambda text: len(text.replace(" ", ""))
+    raise ValueError(
+        "length must be 'words', 'characters', a callable or None. "
+        f"Received: length={length!r}"
+    )
+
+
+def _check_bucket_edges(buckets):
+    edges = [int(edge) for edge in buckets]
+    if not edges or any(b <= a for a, b in zip(edges, edges[1:], strict=False)) or edges[0] < 0:
+        raise ValueError(
+            "buckets must be non-empty, non-negative and strictly increasing "
+            f"lower edges. Received: buckets={tuple(buckets)!r}"
+        )
+    return edges
+
+
+def scores_by_length(sources, hypotheses, references, buckets=(0, 10, 20, 30, 40),
+                     metric="bleu", length=None, **metric_kwargs):
+    """Scores of the examples grouped by the length of their source sentence.
+
+    Attention-free encoder–decoders degrade on long inputs (Cho et al. 2014;
+    Bahdanau et al. 2014, figure 2); this report shows by how much.
+
+    `buckets` are lower edges: with `(0, 10, 20)` the buckets hold sources of
+    length 0-9, 10-19 and 20 or more. Each bucket is scored on its own with
+    the corpus-level metric (`corpus_bleu`, `corpus_chrf`, or the WER/PER of
+    `g2p_error_rates`), which is not the same as averaging sentence scores.
+
+    Args:
+        sources: list of str, the source sentences (or words, for G2P).
+        hypotheses: list of str, one system output per source.
+        references: list of str or of lists of str, one entry per source.
+        buckets: increasing lower edges of the length buckets.
+        metric: "bleu" or "chrf" (0-100, higher is better), "wer" or "per"
+            (fractions, lower is better).
+        length: how to measure a source: "words" (whitespace tokens),
+            "characters" (spaces excluded) or a callable `str -> int`. Default:
+            "characters" for "wer"/"per" (G2P sources are single words), else
+            "words".
+        **metric_kwargs: passed to `corpus_bleu` / `corpus_chrf`.
+
+    Returns:
+        A list with one dict per bucket, in order: `"bucket"` (label such as
+        `"10-19"` or `"40+"`), `"min_length"`, `"max_length"` (None for the
+        last, open bucket), `"count"` (number of examples) and `"score"`
+        (None for an empty bucket).
+
+    Example:
+
+    >>> rows = scores_by_length(["a b", "a b c d"], ["x y", "x y z"],
+    ...                         ["x y", "x y z w"], buckets=(0, 3), metric="wer",
+    ...                         length="words")
+    >>> [(row["bucket"], row["count"], row["score"]) for row in rows]
+    [('0-2', 1, 0.0), ('3+', 1, 1.0)]
+    """
+    if metric not in LENGTH_METRICS:
+        raise ValueError(
+            f"metric must be one of {list(LENGTH_METRICS)}. Received: metric={metric!r}"
+        )
+    hypotheses, reference_lists = _check_lengths(hypotheses, references)
+    sources = [sources] if isinstance(sources, str) else list(sources)
+    if len(sources) != len(hypotheses):
+        raise ValueError(
+            "`sources` and `hypotheses` must have the same length. Received "
+            f"len(sources)={len(sources)}, len(hypotheses)={len(hypotheses)}"
+        )
+    edges = _check_bucket_edges(buckets)
+    measure = _source_length_function(length, metric)
+    members = [[] for _ in edges]
+    for index, source in enumerate(sources):
+        source_length = measure(source)
+        for bucket in range(len(edges) - 1, -1, -1):
+            if source_length >= edges[bucket]:
+                members[bucket].append(index)
+                break
+    rows = []
+    for bucket, low in enumerate(edges):
+        high = edges[bucket + 1] - 1 if bucket + 1 < len(edges) else None
+        chosen = members[bucket]
+        score = None
+        if chosen:
+            bucket_hypotheses = [hypotheses[i] for i in chosen]
+            bucket_references = [reference_lists[i] for i in chosen]
+            if metric == "bleu":
+                score = corpus_bleu(bucket_hypotheses, bucket_references, **metric_kwargs)
+            elif metric == "chrf":
+                score = corpus_chrf(bucket_hypotheses, bucket_references, **metric_kwargs)
+            else:
+                score = g2p_error_rates(bucket_hypotheses, bucket_references)[metric]
+        rows.append({
+            "bucket": f"{low}+" if high is None else f"{low}-{high}",
+            "min_length": low,
+            "max_length": high,
+            "count": len(chosen),
+            "score": score,
+        })
+    return rows

@@ -113,6 +113,8 @@ class LSTMEncoder(keras.layers.Layer):
             outputs, *states = lstm(outputs, mask=mask, training=training)
         # states: [h, c] or [h_forward, c_forward, h_backward, c_backward]
         final_state = ops.concatenate(states, axis=-1)
+        # Keras repeats the last real output over padding; make padding zeros.
+        outputs = outputs * ops.cast(mask, outputs.dtype)[:, :, None]
         return outputs, final_state
 
     def compute_mask(self, source_ids, mask=None):

@@ -90,6 +90,14 @@ def test_extra_padding_changes_no_real_output(bidirectional):
     np.testing.assert_allclose(np.asarray(final_long), np.asarray(final_short), atol=1e-6)
 
 
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_outputs_are_zero_at_padding(bidirectional):
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4, bidirectional=bidirectional)
+    outputs, _ = encoder(np.array([[5, 7, 2, 0, 0]]))
+    outputs = np.asarray(outputs)[0]
+    assert np.all(outputs[3:] == 0) and np.all(np.abs(outputs[:3]).sum(-1) > 0)
+
+
 def test_empty_source_gives_zero_state_not_nan():
     encoder = LSTMEncoder(vocab_size=12, embedding_dim=3, units=4)
     outputs, final = encoder(np.zeros((2, 3), "int32"))

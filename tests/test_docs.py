@@ -1,0 +1,172 @@
+"""The code in the documentation runs, and the outputs it shows are the real ones.
+
+Every ```python block of every page under docs/ is executed, page by page, in
+one fresh namespace per page, in the order of the page (one pytest case per
+page). Blocks written as doctests (lines starting with `>>>`) are run with
+`doctest`, so their expected output is checked too. A plain block followed by
+a fenced block whose info string has `title="Output"` must print that output;
+numbers may differ in their last printed digit.
+
+A page that needs the internet can opt out with a line
+`<!-- docs-test: skip -->`; the test then reports it as skipped.
+
+The second test builds the site with `mkdocs build --strict`.
+"""
+
+import contextlib
+import doctest
+import io
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+SKIP_MARKER = "<!-- docs-test: skip -->"
+FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def fenced_blocks(text):
+    """`[(info, source, first_line_number), ...]` for every fenced block of `text`."""
+    blocks, lines, index = [], text.splitlines(), 0
+    while index < len(lines):
+        match = FENCE.match(lines[index])
+        if not match:
+            index += 1
+            continue
+        fence, info, start = match["fence"], match["info"].strip(), index + 1
+        body, index = [], index + 1
+        while index < len(lines) and not (
+            lines[index].strip().startswith(fence) and lines[index].strip().strip(fence[0]) == ""
+        ):
+            body.append(lines[index][len(match["indent"]):])
+            index += 1
+        blocks.append((info, "\n".join(body) + "\n", start + 1))
+        index += 1
+    return blocks
+
+
+def python_blocks(text):
+    """`[(source, line_number, expected_output or None), ...]` in page order."""
+    blocks = fenced_blocks(text)
+    result = []
+    for position, (info, source, line) in enumerate(blocks):
+        language = info.split()[0].lstrip(".{") if info else ""
+        if language not in ("python", "py", "pycon"):
+            continue
+        expected = None
+        if position + 1 < len(blocks) and 'title="Output"' in blocks[position + 1][0]:
+            expected = blocks[position + 1][1]
+        result.append((source, line, expected))
+    return result
+
+
+def _split_numbers(text):
+    words = " ".join(text.split())
+    return NUMBER.split(words), NUMBER.findall(words)
+
+
+def _close(actual, expected):
+    actual_value, expected_value = float(actual), float(expected)
+    decimals = len(expected.split(".")[1].split("e")[0].split("E")[0]) if "." in expected else 0
+    tolerance = max(2 * 10.0 ** -decimals, 1e-3 * abs(expected_value))
+    return math.isclose(actual_value, expected_value, abs_tol=tolerance)
+
+
+def outputs_match(actual, expected):
+    """Same text once whitespace is collapsed; numbers equal to the last printed digit."""
+    actual_words, actual_numbers = _split_numbers(actual)
+    expected_words, expected_numbers = _split_numbers(expected)
+    return (
+        actual_words == expected_words
+        and len(actual_numbers) == len(expected_numbers)
+        and all(_close(a, e) for a, e in zip(actual_numbers, expected_numbers, strict=True))
+    )
+
+
+def _is_doctest(source):
+    first = next((line for line in source.splitlines() if line.strip()), "")
+    return first.lstrip().startswith(">>>")
+
+
+def _run_doctest(source, namespace, name, page, line):
+    test = doctest.DocTestParser().get_doctest(source, namespace, name, str(page), line)
+    report = io.StringIO()
+    runner = doctest.DocTestRunner(
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
+    runner.run(test, out=report.write, clear_globs=False)
+    namespace.update(test.globs)  # DocTest works on a copy of the namespace
+    if runner.failures:
+        pytest.fail(f"{name} (doctest) failed:\n{report.getvalue()}", pytrace=False)
+
+
+def _run_script(source, namespace, name, page, line, expected):
+    code = compile("\n" * (line - 1) + source, str(page), "exec")
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(code, namespace)
+    except Exception:
+        pytest.fail(f"{name} raised:\n{traceback.format_exc()}", pytrace=False)
+    if expected is not None and not outputs_match(printed.getvalue(), expected):
+        pytest.fail(
+            f"{name} printed something else than the page shows.\n"
+            f"--- page ---\n{expected}--- actual ---\n{printed.getvalue()}",
+            pytrace=False,
+        )
+
+
+PAGES = sorted(DOCS.rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+def test_docs_page_code_runs(page, tmp_path, monkeypatch):
+    text = page.read_text(encoding="utf-8")
+    if SKIP_MARKER in text:
+        pytest.skip(f"{page.relative_to(ROOT)} is marked {SKIP_MARKER} (needs the internet)")
+    blocks = python_blocks(text)
+    if not blocks:
+        pytest.skip(f"{page.relative_to(ROOT)} has no python block")
+    monkeypatch.chdir(tmp_path)  # files a page writes land in a temporary directory
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    namespace = {"__name__": "__docs__"}
+    for number, (source, line, expected) in enumerate(blocks, start=1):
+        name = f"{page.relative_to(ROOT)}, python block {number} (line {line})"
+        if _is_doctest(source):
+            _run_doctest(source, namespace, name, page, line)
+        else:
+            _run_script(source, namespace, name, page, line, expected)
+
+
+def test_output_comparison_rules():
+    assert outputs_match("i = 0.731\n", "i  =  0.731")
+    assert outputs_match("[0.1 0.2]", "[ 0.1  0.2 ]".replace("[ ", "[").replace(" ]", "]"))
+    assert outputs_match("0.3924", "0.3925")  # last printed digit may move
+    assert not outputs_match("0.3924", "0.3934")
+    assert not outputs_match("h = 0.392", "c = 0.392")
+    blocks = python_blocks('```python\nprint(1)\n```\n\n```text title="Output"\n1\n```\n')
+    assert blocks == [("print(1)\n", 2, "1\n")]
+
+
+def test_mkdocs_build_strict(tmp_path):
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[dev]')")
+    pytest.importorskip("material", reason="mkdocs-material is not installed")
+    if not (ROOT / "mkdocs.yml").exists():
+        pytest.fail("mkdocs.yml is missing at the repository root")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
+    assert (tmp_path / "site" / "index.html").exists()
+    shutil.rmtree(tmp_path / "site", ignore_errors=True)
