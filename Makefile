@@ -28,3 +28,9 @@ lint: install
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
+
+# Optional data for examples/german_to_english_ding.py (Debian/Ubuntu, needs root).
+# Not a dependency of `make test`: the German example's smoke test skips without it.
+.PHONY: examples-data
+examples-data:
+	apt-get install -y dict-freedict-deu-eng || echo "dict-freedict-deu-eng not available; the German example will be skipped"

@@ -1,7 +1,9 @@
-"""The `kerasseq` command line: train, translate, evaluate, demo.
+"""The `kerasseq` command line: train, translate, evaluate, demo, export.
 
     kerasseq train --dataset cmudict --model rnn --epochs 10 --output-dir runs/g2p
     kerasseq translate runs/g2p hello world --beam 4
+    kerasseq export runs/g2p runs/g2p_export --beam 4
+    kerasseq translate runs/g2p_export hello world
     kerasseq evaluate runs/g2p --split dev
     kerasseq demo
 
@@ -12,6 +14,7 @@ Every command exits with 0 on success, 2 on bad arguments or unusable inputs
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -30,23 +33,28 @@ def load_pairs(dataset, split, limit=None):
     from kerasseq.data import entries_to_pairs, load_cmudict, load_tsv_pairs
 
     if dataset == "cmudict":
-        entries = load_cmudict(split)
-        if limit:
-            entries = entries[:limit]
+        entries = _spread_sample(load_cmudict(split), limit)
         return entries_to_pairs(entries), dict(entries)
     if dataset.startswith("tsv:"):
         path = dataset[4:]
         if not os.path.exists(path):
             raise CLIError(f"--dataset {dataset}: no such file: {path}")
         pairs = load_tsv_pairs(path)
-        pairs = _split_tsv(pairs, split)
-        if limit:
-            pairs = pairs[:limit]
+        pairs = _spread_sample(_split_tsv(pairs, split), limit)
         references = {}
         for source, target in pairs:
             references.setdefault(source, []).append(target)
         return pairs, references
     raise CLIError(f"--dataset must be 'cmudict' or 'tsv:PATH'. Received: {dataset!r}")
+
+
+def _spread_sample(items, limit):
+    """At most `limit` items spread evenly over the list (CMUdict is sorted
+    alphabetically, so the first N words would all start with "a")."""
+    if not limit or limit >= len(items):
+        return items
+    stride = len(items) / limit
+    return [items[int(i * stride)] for i in range(limit)]
 
 
 def _split_tsv(pairs, split):
@@ -70,10 +78,18 @@ def _tokenizers_for(dataset, pairs):
 
 # -------------------------------------------------------------------- model
 def build_model(args, source_tokenizer, target_tokenizer):
-    from kerasseq.models import build_rnn_seq2seq
+    from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 
-    if args.model != "rnn":
-        raise CLIError(f"--model must be 'rnn'. Received: {args.model!r}")
+    if args.model not in ("rnn", "transformer"):
+        raise CLIError(f"--model must be 'rnn' or 'transformer'. Received: {args.model!r}")
+    if args.model == "transformer":
+        # --max-target-length is also the longest source: the position table
+        # and the key/value cache hold that many positions.
+        return build_transformer_seq2seq(
+            num_layers=args.num_layers, d_model=args.d_model, num_heads=args.num_heads,
+            dff=args.dff, dropout=args.dropout, max_length=args.max_target_length,
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+        )
     attention = None if args.attention == "none" else args.attention
     return build_rnn_seq2seq(
         embedding_dim=args.embedding_dim, units=args.units, attention=attention,
@@ -81,6 +97,22 @@ def build_model(args, source_tokenizer, target_tokenizer):
         max_target_length=args.max_target_length,
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
     )
+
+
+def make_optimizer(args):
+    """Adam at --learning-rate, or with --warmup-steps the Transformer schedule
+    (Vaswani et al. 2017: linear warm-up, then 1/sqrt(step) decay)."""
+    import keras
+
+    from kerasseq.training import TransformerSchedule
+
+    learning_rate = args.learning_rate
+    if getattr(args, "warmup_steps", None):
+        width = args.d_model if args.model == "transformer" else args.units
+        learning_rate = TransformerSchedule(width, warmup_steps=args.warmup_steps)
+        return keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9,
+                                     clipnorm=args.clipnorm)
+    return keras.optimizers.Adam(learning_rate, clipnorm=args.clipnorm)
 
 
 def save_model_atomically(model, path):
@@ -114,46 +146,116 @@ def load_model(path):
     return model
 
 
+def _slow_batches_callback(seconds):
+    """Testing aid for the hidden `--slow-batches SECONDS` option (tests/test_resume.py).
+
+    After every training batch, prints `kerasseq-debug: epoch E batch B done`
+    on stderr and sleeps `seconds`, so that a test can kill the process at a
+    known point in the middle of an epoch.
+    """
+    import keras
+
+    class SlowBatches(keras.callbacks.Callback):
+        epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            print(f"kerasseq-debug: epoch {self.epoch} batch {batch} done", file=sys.stderr, flush=True)
+            time.sleep(seconds)
+
+    return SlowBatches()
+
+
 def train(args):
+    """Train, or resume the interrupted run in `args.output_dir` (same command).
+
+    `output_dir/backup` holds the weights and optimizer state of the last
+    finished epoch until the run completes; `tokenizers.json` the vocabularies
+    the backup was trained with; `history.csv` one row per finished epoch;
+    `best.keras` the model of the best `val_loss` so far.
+    """
     import keras
 
     from kerasseq.data import make_dataset
-    from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
+    from kerasseq.training import (
+        MaskedSparseCategoricalCrossentropy,
+        MaskedTokenAccuracy,
+    )
+    from kerasseq.training.checkpoints import (
+        AtomicBackupAndRestore,
+        AtomicModelCheckpoint,
+        best_value,
+        read_history,
+        truncate_history,
+        write_text_atomically,
+    )
+    from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
 
     keras.utils.set_random_seed(args.seed)
     train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples)
     dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples)
-    source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
-    model = build_model(args, source_tokenizer, target_tokenizer)
-    model.compile(
-        optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
-        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
-        metrics=[MaskedTokenAccuracy()],
-    )
+    os.makedirs(args.output_dir, exist_ok=True)
+    # Written after every epoch (after the history row), removed once model.keras
+    # and summary.json exist: a rerun of an interrupted command resumes from it.
+    backup = AtomicBackupAndRestore(os.path.join(args.output_dir, "backup"), delete_checkpoint=False)
+    completed_epochs = backup.completed_epochs()
+    tokenizers_path = os.path.join(args.output_dir, "tokenizers.json")
+    if completed_epochs and os.path.exists(tokenizers_path):
+        with open(tokenizers_path) as handle:  # the vocabularies the backup was trained with
+            source_tokenizer, target_tokenizer = (
+                keras.saving.deserialize_keras_object(config) for config in json.load(handle))
+    else:
+        source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
+        write_text_atomically(tokenizers_path, json.dumps(
+            [keras.saving.serialize_keras_object(tokenizer)
+             for tokenizer in (source_tokenizer, target_tokenizer)]))
+    strategy = get_strategy(getattr(args, "strategy", "default"))
+    with strategy.scope():
+        model = build_model(args, source_tokenizer, target_tokenizer)
+        model.compile(
+            optimizer=make_optimizer(args),
+            loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
+            metrics=[MaskedTokenAccuracy()],
+        )
     train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
                               batch_size=args.batch_size, seed=args.seed, bucket_boundaries="auto")
     dev_data = make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
                             batch_size=args.batch_size, shuffle=False)
-    os.makedirs(args.output_dir, exist_ok=True)
+    # Several replicas: batch sizes must divide evenly (see pad_batches_to_multiple).
+    train_data = pad_batches_to_multiple(train_data, strategy.num_replicas_in_sync)
+    dev_data = pad_batches_to_multiple(dev_data, strategy.num_replicas_in_sync)
+    history_path = os.path.join(args.output_dir, "history.csv")
+    truncate_history(history_path, completed_epochs)  # drop rows of epochs that run again
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(args.output_dir, "backup")),
-        keras.callbacks.CSVLogger(os.path.join(args.output_dir, "history.csv"), append=True),
+        keras.callbacks.CSVLogger(history_path, append=True),
+        AtomicModelCheckpoint(os.path.join(args.output_dir, "best.keras"), monitor="val_loss",
+                              save_best_only=True,
+                              initial_value_threshold=best_value(read_history(history_path))),
+        backup,  # last, so that a recorded epoch always has its history row
     ]
+    if getattr(args, "slow_batches", 0):
+        callbacks.append(_slow_batches_callback(args.slow_batches))
     started = time.time()
     history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
                         callbacks=callbacks, verbose=args.verbose)
     seconds = time.time() - started
     save_model_atomically(model, os.path.join(args.output_dir, "model.keras"))
+    all_epochs = read_history(history_path)
+    all_epochs.pop("epoch", None)
     summary = {"train_seconds": round(seconds, 1), "epochs": args.epochs,
+               "initial_epoch": completed_epochs, "epochs_run": len(history.epoch),
                "parameters": int(model.count_params()),
-               "train_pairs": len(train_pairs), "history": history.history}
+               "train_pairs": len(train_pairs), "history": all_epochs}
     if args.dataset == "cmudict" and args.evaluate_words:
-        words = list(dev_references)[: args.evaluate_words]
+        words = _spread_sample(list(dev_references), args.evaluate_words)
         summary["dev"] = evaluate_g2p(model, words, [dev_references[w] for w in words])
         print(f"dev ({len(words)} words, greedy): WER {summary['dev']['wer']:.2%}  "
               f"PER {summary['dev']['per']:.2%}")
-    with open(os.path.join(args.output_dir, "summary.json"), "w") as handle:
-        json.dump(summary, handle, indent=2, default=float)
+    write_text_atomically(os.path.join(args.output_dir, "summary.json"),
+                          json.dumps(summary, indent=2, default=float))
+    shutil.rmtree(backup.backup_dir, ignore_errors=True)  # the run is complete
     return model
 
 
@@ -179,17 +281,74 @@ def _search_kwargs(args):
     return {"method": "greedy"}
 
 
+def is_saved_model(path):
+    """True for a SavedModel directory (one holding `saved_model.pb`)."""
+    return os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+
+def translate_with_saved_model(path, texts, args):
+    """Translate with the signatures of an exported SavedModel (TensorFlow only).
+
+    The search is fixed at export time: `--beam` / `--length-penalty` must
+    match the recorded settings when given; `--nbest N` reads the first N
+    columns of the `translate_nbest` signature.
+    """
+    import tensorflow as tf
+
+    metadata = _read_export_metadata(path)
+    exported_beams = metadata.get("num_beams")
+    if args.beam is not None and exported_beams is not None and args.beam != exported_beams:
+        raise CLIError(f"{path!r} was exported with num_beams={exported_beams} "
+                       f"(method={metadata.get('method')}); the search is fixed at export time: "
+                       f"re-export with --beam {args.beam}")
+    exported_penalty = metadata.get("length_penalty")
+    if args.length_penalty and exported_penalty is not None and args.length_penalty != exported_penalty:
+        raise CLIError(f"{path!r} was exported with length_penalty={exported_penalty}; "
+                       f"re-export with --length-penalty {args.length_penalty}")
+    try:
+        translator = tf.saved_model.load(path)
+    except Exception as error:  # noqa: BLE001  (reported as one line)
+        raise CLIError(f"{path!r} is not a loadable SavedModel: {str(error).splitlines()[0]}") from None
+    text = tf.constant(texts, tf.string)
+    if args.nbest and args.nbest > 1:
+        if "translate_nbest" not in translator.signatures:
+            raise CLIError(f"{path!r} has no translate_nbest signature")
+        nbest = translator.signatures["translate_nbest"](text=text)["translations"].numpy()
+        if nbest.shape[1] < args.nbest:
+            raise CLIError(f"--nbest {args.nbest}: {path!r} returns {nbest.shape[1]} hypotheses "
+                           "per text; re-export with a larger --nbest")
+        return [[item.decode("utf-8") for item in row[: args.nbest]] for row in nbest]
+    if "serving_default" not in translator.signatures:
+        raise CLIError(f"{path!r} has no serving_default signature")
+    translations = translator.signatures["serving_default"](text=text)["translation"].numpy()
+    return [item.decode("utf-8") for item in translations]
+
+
+def _read_export_metadata(path):
+    metadata_file = os.path.join(path, "assets.extra", "kerasseq_export.json")
+    if not os.path.isfile(metadata_file):
+        return {}
+    try:
+        with open(metadata_file) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
 def command_translate(args):
-    model = load_model(args.model_dir)
+    saved_model = is_saved_model(args.model_dir)
+    model = None if saved_model else load_model(args.model_dir)
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise CLIError("no text to translate: pass texts as arguments or on standard input")
     for text in texts:
         if not text.strip():
             raise CLIError(f"cannot translate an empty text: {text!r}")
-    search = _search_kwargs(args)
-    translations = model.translate(texts, **search)
-    for text, translation in zip(texts, translations):
+    if saved_model:
+        translations = translate_with_saved_model(args.model_dir, texts, args)
+    else:
+        translations = model.translate(texts, **_search_kwargs(args))
+    for text, translation in zip(texts, translations, strict=True):
         if isinstance(translation, list):
             print(text + "\t" + " | ".join(translation))
         else:
@@ -204,6 +363,27 @@ def command_evaluate(args):
     search.pop("num_return", None)
     rates = evaluate_g2p(model, words, [references[w] for w in words], verbose=1, **search)
     print(json.dumps({"split": args.split, **rates}))
+
+
+def command_export(args):
+    from kerasseq.export import export_translator
+
+    if os.path.lexists(args.export_dir) and not args.overwrite:
+        raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
+    model = load_model(args.model_dir)
+    method = "beam" if args.beam > 1 else "greedy"
+    try:
+        path = export_translator(
+            model, args.export_dir, method=method, num_beams=args.beam,
+            length_penalty=args.length_penalty, max_length=args.max_length,
+            num_return=args.nbest, max_source_length=args.max_source_length,
+            overwrite=args.overwrite,
+        )
+    except FileExistsError as error:
+        raise CLIError(str(error)) from None
+    print(f"exported {path} (method={method}, num_beams={args.beam}); signatures: "
+          "serving_default (text -> translation, score), "
+          "translate_nbest (text -> translations, scores)")
 
 
 def command_demo(args):
@@ -235,12 +415,20 @@ def _positive_int(text):
 
 def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--dataset", default="cmudict", help="cmudict (default) or tsv:PATH")
-    parser.add_argument("--model", default="rnn", choices=["rnn"])
+    parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"])
     parser.add_argument("--attention", default="bahdanau",
                         choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"])
     parser.add_argument("--embedding-dim", type=_positive_int, default=64)
     parser.add_argument("--units", type=_positive_int, default=128)
     parser.add_argument("--encoder-layers", type=_positive_int, default=1)
+    parser.add_argument("--num-layers", type=_positive_int, default=2,
+                        help="transformer: encoder and decoder blocks")
+    parser.add_argument("--d-model", type=_positive_int, default=128, help="transformer: model width")
+    parser.add_argument("--num-heads", type=_positive_int, default=4, help="transformer: attention heads")
+    parser.add_argument("--dff", type=_positive_int, default=512, help="transformer: feed-forward width")
+    parser.add_argument("--warmup-steps", type=_positive_int, default=None,
+                        help="use the Transformer warm-up schedule (d_model^-0.5 scaling) "
+                             "instead of --learning-rate")
     parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--max-target-length", type=_positive_int, default=32)
     parser.add_argument("--epochs", type=_positive_int, default=epochs)
@@ -269,6 +457,12 @@ def make_parser():
     train_parser = commands.add_parser("train", help="train a model")
     _add_model_arguments(train_parser, epochs=10, max_train=None, evaluate_words=2000)
     train_parser.add_argument("--output-dir", required=True)
+    train_parser.add_argument("--strategy", default="default", choices=["default", "mirrored"],
+                              help="tf.distribute strategy: default (one device) or mirrored "
+                              "(all local GPUs; see docs/distributed.md)")
+    # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
+    # every training batch and report it on stderr, to interrupt mid-epoch.
+    train_parser.add_argument("--slow-batches", type=float, default=0.0, help=argparse.SUPPRESS)
     train_parser.set_defaults(handler=command_train)
 
     translate_parser = commands.add_parser("translate", help="translate texts")
@@ -285,8 +479,23 @@ def make_parser():
     _add_search_arguments(evaluate_parser)
     evaluate_parser.set_defaults(handler=command_evaluate)
 
+    export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
+    export_parser.add_argument("model_dir")
+    export_parser.add_argument("export_dir")
+    export_parser.add_argument("--beam", type=_positive_int, default=4,
+                               help="beam size (default 4; 1 = greedy)")
+    export_parser.add_argument("--nbest", type=_positive_int, default=None,
+                               help="hypotheses per text in translate_nbest (default: --beam)")
+    export_parser.add_argument("--length-penalty", type=float, default=0.0)
+    export_parser.add_argument("--max-length", type=_positive_int, default=None,
+                               help="most target tokens (default: the model's max_target_length)")
+    export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
+                               help="source tokens kept per text (default: tokenizer max_length or 256)")
+    export_parser.add_argument("--overwrite", action="store_true", help="replace an existing EXPORT_DIR")
+    export_parser.set_defaults(handler=command_export)
+
     demo_parser = commands.add_parser("demo", help="train a small G2P model and translate")
-    _add_model_arguments(demo_parser, epochs=4, max_train=8000, evaluate_words=500)
+    _add_model_arguments(demo_parser, epochs=5, max_train=10000, evaluate_words=500)
     demo_parser.add_argument("--output-dir", default="runs/demo")
     demo_parser.set_defaults(handler=command_demo)
     return parser

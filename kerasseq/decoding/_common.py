@@ -105,8 +105,9 @@ def check_int(name, value, minimum, maximum=None, maximum_name=None):
 
 
 def check_common(batch_size, start_id, end_id, max_length, min_length):
-    """Checks shared by the three decoders."""
-    check_int("batch_size", batch_size, 1)
+    """Checks shared by the three decoders (`batch_size=None`: taken from the state)."""
+    if batch_size is not None:
+        check_int("batch_size", batch_size, 1)
     check_int("start_id", start_id, 0)
     check_int("end_id", end_id, 0)
     check_int("max_length", max_length, 1)
@@ -124,7 +125,8 @@ def prepare_state(state, batch_size):
     Args:
         state: a flat dict `{str: tensor}`; every tensor has rank >= 1 and
             `batch_size` rows.
-        batch_size: Python int.
+        batch_size: Python int, or `None` to skip the row-count check (the
+            batch size is then read from the tensors at run time).
 
     Returns:
         A new dict with the same keys and `tf.Tensor` values.
@@ -142,7 +144,7 @@ def prepare_state(state, batch_size):
                 f"Every state tensor needs a leading batch axis. Received: "
                 f"state[{name!r}] with shape {tensor.shape}"
             )
-        if tensor.shape[0] != batch_size:
+        if batch_size is not None and tensor.shape[0] != batch_size:
             raise ValueError(
                 f"Every state tensor must have batch_size={batch_size} rows. "
                 f"Received: state[{name!r}] with shape {tensor.shape}"
@@ -201,9 +203,31 @@ def pad_state(state, batch_size, padded_batch_size):
     return {name: tf.gather(tensor, rows) for name, tensor in state.items()}
 
 
+def num_rows(tensor):
+    """Rows of `tensor`: a Python int when static, else an int32 scalar tensor.
+
+    The decoders build their loop variables with it, so they also run when the
+    batch size is unknown while tracing (a SavedModel signature with input
+    shape `(None,)`).
+    """
+    rows = tensor.shape[0]
+    return rows if rows is not None else tf.shape(tensor)[0]
+
+
 def run_decoder(function, state, batch_size, start_id, batch_buckets, *args):
-    """Pad the batch to a bucket, run a compiled decoder, drop the padding rows."""
+    """Pad the batch to a bucket, run a compiled decoder, drop the padding rows.
+
+    With `batch_size=None` the batch size comes from the state tensors at run
+    time and `batch_buckets` is ignored: the traced graph already accepts any
+    number of rows.
+    """
     state = prepare_state(state, batch_size)
+    if batch_size is None:
+        if not state:
+            raise ValueError("batch_size=None needs a non-empty state to read the batch size from.")
+        rows = num_rows(next(iter(state.values())))
+        start_tokens = tf.fill([rows], tf.constant(start_id, tf.int32))  # (batch_size,)
+        return tuple(function(start_tokens, state, *args))
     padded = batch_size if batch_buckets is None else bucket_size(batch_size, batch_buckets)
     state = pad_state(state, batch_size, padded)
     start_tokens = tf.fill([padded], tf.constant(start_id, tf.int32))  # (padded,)
@@ -281,7 +305,7 @@ def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, max_
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
         float32 `(batch_size,)`, int32 `(batch_size,)`.
     """
-    batch_size = start_tokens.shape[0]
+    batch_size = num_rows(start_tokens)
     path = PathState(
         step=tf.constant(0, tf.int32),
         tokens=start_tokens,

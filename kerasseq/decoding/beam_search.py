@@ -121,7 +121,8 @@ def beam_search(
             `"source_mask"` `(rows, source_length)` (bool or 0/1) marks real
             source tokens.
         state: flat dict `{str: tensor}`, every tensor with `batch_size` rows.
-        batch_size: Python int, rows in `state`.
+        batch_size: Python int, rows in `state`, or `None` to read it from the
+            state at run time (see `greedy`).
         start_id: int, token fed at step 0.
         end_id: int, token that ends a hypothesis.
         num_beams: int >= 1, alive hypotheses kept per row.
@@ -253,7 +254,7 @@ def coverage_penalty_term(coverage, source_mask, beta):
 
 def _search(step_fn, config, start_tokens, state):
     """Run the whole search inside one `tf.while_loop`; see `beam_search`."""
-    batch_size = start_tokens.shape[0]
+    batch_size = _common.num_rows(start_tokens)
     num_beams = config.num_beams
     state = {
         name: tf.repeat(tensor, num_beams, axis=0)  # (batch_size * num_beams, ...)
@@ -276,7 +277,7 @@ def _search(step_fn, config, start_tokens, state):
 def _initial_beams(config, start_tokens, state):
     """Beam 0 of every row holds the empty hypothesis; other slots are empty."""
     batch_size, num_beams, max_length = (
-        start_tokens.shape[0], config.num_beams, config.max_length
+        _common.num_rows(start_tokens), config.num_beams, config.max_length
     )
     first_beam = tf.equal(tf.range(num_beams), 0)  # (num_beams,)
     alive_log_probs = tf.where(first_beam, 0.0, _common.NEG_INF)  # (num_beams,)
@@ -356,10 +357,10 @@ def _top_candidates(beams, log_probs, config):
         `sequences` int32 `(batch_size, 2 * num_beams, max_length)` (the
         parent's tokens plus the new token at `step`, 0 for the end token).
     """
-    batch_size, num_beams, vocab_size = log_probs.shape
+    num_beams, vocab_size = log_probs.shape[1:]
     extended = beams.alive_log_probs[:, :, None] + log_probs
     # (batch_size, num_beams, vocab_size)
-    flat = tf.reshape(extended, [batch_size, num_beams * vocab_size])
+    flat = tf.reshape(extended, [-1, num_beams * vocab_size])
     # (batch_size, num_beams * vocab_size)
     num_candidates = min(2 * num_beams, num_beams * vocab_size)
     top_log_probs, top_indices = tf.math.top_k(flat, k=num_candidates)
@@ -375,7 +376,7 @@ def _top_candidates(beams, log_probs, config):
 
 def _flat_indices(parents, num_beams):
     """Beam indices `(batch_size, n)` -> rows of the tiled state `(batch_size * n,)`."""
-    batch_size = parents.shape[0]
+    batch_size = _common.num_rows(parents)
     row_offsets = tf.range(batch_size)[:, None] * num_beams  # (batch_size, 1)
     return tf.reshape(parents + row_offsets, [-1])  # (batch_size * n,)
 
@@ -424,7 +425,7 @@ def _candidate_coverage_term(config, candidates, coverage, source_mask):
     Returns:
         float32 `(batch_size, 2 * num_beams)`.
     """
-    batch_size, num_candidates = candidates.parents.shape
+    num_candidates = candidates.parents.shape[1]
     flat_parents = _flat_indices(candidates.parents, config.num_beams)
     # (batch_size * 2 * num_beams,)
     candidate_coverage = tf.gather(coverage, flat_parents)
@@ -433,7 +434,7 @@ def _candidate_coverage_term(config, candidates, coverage, source_mask):
         source_mask = tf.gather(source_mask, flat_parents)
         # (batch_size * 2 * num_beams, source_length)
     term = coverage_penalty_term(candidate_coverage, source_mask, config.coverage_penalty)
-    return tf.reshape(term, [batch_size, num_candidates])  # (batch_size, 2 * num_beams)
+    return tf.reshape(term, [-1, num_candidates])  # (batch_size, 2 * num_beams)
 
 
 def _select_alive(config, candidates):

@@ -40,7 +40,10 @@ def greedy(
             `state`.
         state: flat dict `{str: tensor}`, every tensor with `batch_size` rows,
             typically the output of the model's `encode`.
-        batch_size: Python int, rows in `state`.
+        batch_size: Python int, rows in `state`, or `None` to read the number
+            of rows from the state tensors at run time. Use `None` inside a
+            `tf.function` traced with an unknown batch size (a SavedModel
+            signature, for instance); `batch_buckets` is then ignored.
         start_id: int, token fed at step 0.
         end_id: int, token that ends a hypothesis.
         max_length: int >= 1, the most steps run (and tokens generated,

@@ -45,7 +45,8 @@ def sample(
         step_fn: `step_fn(token_ids, state, step) -> (logits, new_state)`, see
             `greedy`.
         state: flat dict `{str: tensor}`, every tensor with `batch_size` rows.
-        batch_size: Python int, rows in `state`.
+        batch_size: Python int, rows in `state`, or `None` to read it from the
+            state at run time (see `greedy`).
         start_id: int, token fed at step 0.
         end_id: int, token that ends a hypothesis.
         max_length: int >= 1, the most steps run (tokens generated, counting

@@ -2,5 +2,15 @@
 
 from kerasseq.models.base import Seq2SeqModel
 from kerasseq.models.rnn_seq2seq import RNNSeq2Seq, build_rnn_seq2seq
+from kerasseq.models.transformer_seq2seq import (
+    TransformerSeq2Seq,
+    build_transformer_seq2seq,
+)
 
-__all__ = ["RNNSeq2Seq", "Seq2SeqModel", "build_rnn_seq2seq"]
+__all__ = [
+    "RNNSeq2Seq",
+    "Seq2SeqModel",
+    "TransformerSeq2Seq",
+    "build_rnn_seq2seq",
+    "build_transformer_seq2seq",
+]

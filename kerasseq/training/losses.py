@@ -27,6 +27,15 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     Returns:
         A float32 scalar: the mean loss per real target token (0 for a batch
         with no real token).
+
+    Under a `tf.distribute` strategy with several replicas (inside
+    `strategy.run`, as in `fit`), each replica returns its own token-loss sum
+    divided by the token count *summed over all replicas*. Keras leaves a
+    scalar loss unscaled and sums the replicas' gradients, so the step follows
+    the gradient of the global token-mean exactly, as on one device, however
+    unevenly the real tokens fall across the replicas. (Dividing by the
+    replica's own count would give num_replicas × the mean of the replicas'
+    token-means instead.)
     """
 
     def __init__(self, label_smoothing=0.0, pad_id=0, from_logits=True,
@@ -56,7 +65,8 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             )
         token_loss = -ops.sum(targets * log_probs, axis=-1)  # (batch_size, target_length)
         mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        return ops.sum(token_loss * mask) / ops.maximum(ops.sum(mask), 1.0)
+        token_count = _sum_over_replicas(ops.sum(mask))
+        return ops.sum(token_loss * mask) / ops.maximum(token_count, 1.0)
 
     def get_config(self):
         config = super().get_config()
@@ -64,3 +74,18 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             label_smoothing=self.label_smoothing, pad_id=self.pad_id, from_logits=self.from_logits
         )
         return config
+
+
+def _sum_over_replicas(value):
+    """Σ of a per-replica scalar over the replicas of a `tf.distribute` strategy.
+
+    The identity outside `strategy.run` and with a single replica.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return value
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()  # None in a cross-replica context
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, ops.stop_gradient(value))

@@ -1,0 +1,206 @@
+"""Grapheme-to-phoneme (G2P) on the full CMUdict: train, decode, report WER / PER.
+
+    # RNN (bidirectional LSTM encoder, GRU decoder, Bahdanau attention)
+    .venv/bin/python examples/g2p_cmudict.py --output-dir runs/g2p_rnn
+    # Transformer encoder–decoder
+    .venv/bin/python examples/g2p_cmudict.py --model transformer --output-dir runs/g2p_transformer
+    # at the very end, once: also score the test split
+    .venv/bin/python examples/g2p_cmudict.py ... --evaluate-test
+    # a test of the script (tiny model, a few steps)
+    .venv/bin/python examples/g2p_cmudict.py --smoke --output-dir /tmp/g2p
+
+Data: CMUdict as packaged with kerasseq (`kerasseq.data.load_cmudict`), the
+cmusphinx g2p-seq2seq split: 107,146 train / 6,302 dev / 12,604 test words,
+stress removed, every pronunciation of a training word is a training pair.
+Words are split into characters, pronunciations into phonemes.
+
+Training: Adam with gradient clipping (RNN) or the warm-up / inverse square
+root schedule of Vaswani et al. (Transformer), masked cross-entropy, length
+bucketing, early stopping on the dev loss (best weights restored).
+
+Evaluation: greedy and beam search on the dev words; WER = fraction of words
+whose prediction is none of the reference pronunciations, PER = phoneme edit
+distance to the closest reference / reference length
+(`kerasseq.evaluation.g2p_error_rates`). `--evaluate-test` also scores the
+test split — use it once, for the final model, not to pick settings.
+
+Outputs in `--output-dir`: `model.keras`, `history.csv`, `results.json`.
+"""
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+
+from kerasseq.data import (  # noqa: E402
+    entries_to_pairs,
+    load_cmudict,
+    load_cmudict_tokenizers,
+    make_dataset,
+)
+from kerasseq.evaluation import g2p_error_rates  # noqa: E402
+from kerasseq.models import build_rnn_seq2seq  # noqa: E402
+from kerasseq.training import (  # noqa: E402
+    MaskedSparseCategoricalCrossentropy,
+    MaskedTokenAccuracy,
+    TransformerSchedule,
+)
+
+try:  # written alongside the RNN; the example works without it
+    from kerasseq.models import build_transformer_seq2seq
+except ImportError:  # pragma: no cover
+    build_transformer_seq2seq = None
+
+MAX_LENGTH = 40  # longest CMUdict word: 34 characters; longest pronunciation: 32 phonemes
+
+
+def build_model(args, source_tokenizer, target_tokenizer):
+    """The model and its optimizer for `--model rnn|transformer`."""
+    if args.model == "rnn":
+        model = build_rnn_seq2seq(
+            embedding_dim=args.embedding_dim, units=args.units,
+            attention=None if args.attention == "none" else args.attention,
+            dropout=args.dropout, max_target_length=MAX_LENGTH,
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+        )
+        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
+        return model, optimizer
+    if build_transformer_seq2seq is None:
+        raise SystemExit("--model transformer needs kerasseq.models.build_transformer_seq2seq")
+    model = build_transformer_seq2seq(
+        num_layers=args.num_layers, d_model=args.d_model, num_heads=args.num_heads,
+        dff=args.dff, dropout=args.dropout, max_length=MAX_LENGTH,
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+    )
+    schedule = TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps)
+    optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    return model, optimizer
+
+
+def evaluate(model, entries, methods, num_beams, batch_size=256):
+    """WER / PER and decoding time of each search method on `(word, prons)` entries."""
+    words = [word for word, _ in entries]
+    references = [prons for _, prons in entries]
+    scores = {}
+    for method in methods:
+        search = {"num_beams": num_beams} if method == "beam" else {}
+        started = time.time()
+        hypotheses = model.translate(words, method=method, batch_size=batch_size, **search)
+        seconds = time.time() - started
+        rates = g2p_error_rates(hypotheses, references)
+        name = f"beam{num_beams}" if method == "beam" else method
+        scores[name] = {**rates, "decode_seconds": round(seconds, 1)}
+    return scores
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--output-dir", default="runs/g2p_cmudict")
+    parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"])
+    rnn = parser.add_argument_group("RNN")
+    rnn.add_argument("--attention", default="bahdanau",
+                     choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"])
+    rnn.add_argument("--embedding-dim", type=int, default=64)
+    rnn.add_argument("--units", type=int, default=256)
+    rnn.add_argument("--learning-rate", type=float, default=2e-3)
+    transformer = parser.add_argument_group("Transformer")
+    transformer.add_argument("--num-layers", type=int, default=3)
+    transformer.add_argument("--d-model", type=int, default=256)
+    transformer.add_argument("--num-heads", type=int, default=4)
+    transformer.add_argument("--dff", type=int, default=1024)
+    transformer.add_argument("--warmup-steps", type=int, default=4000)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--patience", type=int, default=3,
+                        help="early stopping: epochs without a better dev loss")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--max-train-examples", type=int, default=None)
+    parser.add_argument("--dev-words", type=int, default=None,
+                        help="dev words decoded for WER/PER (default: all 6,302)")
+    parser.add_argument("--num-beams", type=int, default=5)
+    parser.add_argument("--evaluate-test", action="store_true",
+                        help="also score the 12,604 test words (once, at the very end)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny model, 512 training pairs, a few steps (a test of the script)")
+    return parser
+
+
+def main(argv=None):
+    args = make_parser().parse_args(argv)
+    steps_per_epoch = None
+    if args.smoke:
+        args.max_train_examples, args.dev_words, args.epochs = 512, 32, 1
+        args.embedding_dim, args.units, args.num_beams = 16, 32, 2
+        args.num_layers, args.d_model, args.num_heads, args.dff = 1, 32, 2, 64
+        steps_per_epoch = 3
+    keras.utils.set_random_seed(args.seed)
+    train_entries, dev_entries = load_cmudict("train"), load_cmudict("dev")
+    train_pairs = entries_to_pairs(train_entries)[: args.max_train_examples]
+    dev_pairs = entries_to_pairs(dev_entries)
+    dev_entries = dev_entries[: args.dev_words]
+    if args.smoke:
+        dev_pairs = dev_pairs[:64]
+    source_tokenizer, target_tokenizer = load_cmudict_tokenizers(train_entries)
+    print(f"{len(train_pairs):,} training pairs, {len(dev_entries):,} dev words; "
+          f"vocabularies: {source_tokenizer.vocabulary_size} characters, "
+          f"{target_tokenizer.vocabulary_size} phonemes (with 4 reserved ids)")
+
+    model, optimizer = build_model(args, source_tokenizer, target_tokenizer)
+    model.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(),
+                  metrics=[MaskedTokenAccuracy()])
+    train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
+                              batch_size=args.batch_size, seed=args.seed,
+                              bucket_boundaries="auto")
+    dev_data = make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
+                            batch_size=args.batch_size, shuffle=False)
+    os.makedirs(args.output_dir, exist_ok=True)
+    callbacks = [
+        keras.callbacks.EarlyStopping(monitor="val_loss", patience=args.patience,
+                                      restore_best_weights=True),
+        keras.callbacks.CSVLogger(os.path.join(args.output_dir, "history.csv")),
+    ]
+    started = time.time()
+    history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
+                        steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+                        verbose=args.verbose)
+    train_seconds = time.time() - started
+    model_path = os.path.join(args.output_dir, "model.keras")
+    model.save(model_path)
+
+    results = {
+        "model": args.model if args.model != "rnn" else f"rnn ({args.attention} attention)",
+        "parameters": int(model.count_params()),
+        "model_file_mb": round(os.path.getsize(model_path) / 2**20, 2),
+        "train_pairs": len(train_pairs),
+        "epochs_run": len(history.history["loss"]),
+        "train_seconds": round(train_seconds, 1),
+        "best_dev_loss": float(min(history.history["val_loss"])),
+        "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams),
+    }
+    if args.evaluate_test:
+        test_entries = load_cmudict("test")[: 32 if args.smoke else None]
+        results["test"] = evaluate(model, test_entries, ["greedy", "beam"], args.num_beams)
+    with open(os.path.join(args.output_dir, "results.json"), "w") as handle:
+        json.dump(results, handle, indent=2)
+
+    print(f"{results['model']}: {results['parameters']:,} parameters "
+          f"({results['model_file_mb']} MB .keras), {results['epochs_run']} epochs in "
+          f"{train_seconds / 60:.1f} min")
+    for split in ("dev", "test"):
+        for method, scores in results.get(split, {}).items():
+            print(f"{split} {method:>7} ({scores['words']:,} words): WER {scores['wer']:.2%}  "
+                  f"PER {scores['per']:.2%}  ({scores['decode_seconds']:.0f} s)")
+    words = [word for word, _ in dev_entries[:3]]
+    for word, pronunciation in zip(words, model.translate(words), strict=True):
+        print(f"  {word} → {pronunciation}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,470 @@
+"""The Transformer encoder–decoder of "Attention Is All You Need", with a KV cache."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from kerasseq.layers import (
+    PositionalEmbedding,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+)
+from kerasseq.models.base import (
+    Seq2SeqModel,
+    deserialize_tokenizer,
+    serialize_tokenizer,
+)
+
+SELF_KEY, SELF_VALUE = "layer_{}_self_key", "layer_{}_self_value"
+CROSS_KEY, CROSS_VALUE = "layer_{}_cross_key", "layer_{}_cross_value"
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class OutputProjection(keras.layers.Layer):
+    """Final projection to the vocabulary, `logits = x W + b`, optionally tied.
+
+    With `embedding=None` it is a Dense layer with kernel `W` `(d_model,
+    vocab_size)`. With an `embedding` (a `keras.layers.Embedding`) it reuses
+    that matrix, `W = E^T` (weight tying: Press & Wolf, 2017, "Using the
+    Output Embedding to Improve Language Models"; Vaswani et al., 2017,
+    section 3.4), and owns only the bias `b` `(vocab_size,)`, so `E` stays one
+    variable. The model that owns this layer rebuilds the embedding from its
+    own config, which is why the embedding is not part of this layer's config.
+
+    The logits carry no Keras mask: kerasseq's losses and metrics mask padding
+    themselves, and a mask on `y_pred` would make Keras re-weight the loss a
+    second time.
+
+    Args:
+        vocab_size: int, number of output classes.
+        embedding: optional `keras.layers.Embedding` to tie to.
+        use_bias: whether to add the bias `b`.
+        **kwargs: standard `keras.layers.Layer` arguments (`dtype="float32"`
+            keeps the logits in float32 under mixed precision).
+
+    Call arguments:
+        x: `(batch_size, length, d_model)`.
+
+    Returns:
+        `(batch_size, length, vocab_size)`.
+    """
+
+    def __init__(self, vocab_size, embedding=None, use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding = embedding
+        self.use_bias = use_bias
+        self.supports_masking = True  # accepts the decoder's mask, emits none
+
+    def build(self, x_shape):
+        self.kernel = None
+        if self.embedding is None:
+            self.kernel = self.add_weight(name="kernel", shape=(x_shape[-1], self.vocab_size),
+                                          initializer="glorot_uniform")
+        self.bias = (
+            self.add_weight(name="bias", shape=(self.vocab_size,), initializer="zeros")
+            if self.use_bias else None
+        )
+        self.built = True
+
+    def call(self, x):
+        if self.embedding is None:
+            kernel = ops.cast(self.kernel, self.compute_dtype)  # (d_model, vocab_size)
+        else:
+            kernel = ops.transpose(ops.cast(self.embedding.embeddings, self.compute_dtype))
+            # (d_model, vocab_size)
+        logits = ops.matmul(ops.cast(x, self.compute_dtype), kernel)
+        # (batch_size, length, vocab_size)
+        return logits + ops.cast(self.bias, self.compute_dtype) if self.use_bias else logits
+
+    def compute_mask(self, x, mask=None):
+        return None
+
+    def compute_output_shape(self, x_shape):
+        return tuple(x_shape[:-1]) + (self.vocab_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, use_bias=self.use_bias)
+        return config
+
+
+def _encoder_stack(embedding, dropout, blocks, final_norm, source_ids, source_mask, training=None):
+    """Source ids `(batch_size, source_length)` → encoder outputs `(batch_size, source_length, d_model)`."""
+    x = dropout(embedding(source_ids), training=training)
+    for block in blocks:
+        x = block(x, padding_mask=source_mask, training=training)
+    return final_norm(x) if final_norm is not None else x
+
+
+def _decoder_stack(embedding, dropout, blocks, final_norm, target_in_ids, encoder_outputs,
+                   source_mask, training=None):
+    """Teacher-forced decoder: `(batch_size, target_length, d_model)` and the
+    last block's cross-attention `(batch_size, num_heads, target_length, source_length)`."""
+    target_mask = ops.not_equal(target_in_ids, 0)  # (batch_size, target_length)
+    x = dropout(embedding(target_in_ids), training=training)
+    scores = []
+    for block in blocks:
+        x, block_scores = block(
+            x, encoder_outputs, target_padding_mask=target_mask, source_padding_mask=source_mask,
+            return_attention_scores=True, training=training,
+        )
+        scores.append(block_scores)
+    x = final_norm(x) if final_norm is not None else x
+    return x, scores
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class TransformerSeq2Seq(Seq2SeqModel):
+    """Transformer encoder–decoder (Vaswani et al., 2017) with a key/value cache.
+
+    Training graph `[source_ids, target_in_ids] → logits`
+    `(batch_size, target_length, target_vocab_size)`:
+
+        source: PositionalEmbedding → Dropout → N × TransformerEncoderBlock (→ LayerNorm if pre-norm)
+        target: PositionalEmbedding → Dropout → N × TransformerDecoderBlock (→ LayerNorm if pre-norm)
+                → OutputProjection: x W + b (W = E^T with `tie_output=True`), float32
+
+    The decoder blocks get the causal mask, the target padding mask
+    (`target_in_ids != 0`) and, in cross-attention, the source padding mask
+    (`source_ids != 0`).
+
+    Decoding contract (DESIGN §3). `encode(source_ids)` runs the encoder once
+    and returns the flat state dict
+
+    - `layer_{i}_cross_key`, `layer_{i}_cross_value`: every decoder block's
+      cross-attention keys/values `(batch_size, source_length, num_heads, key_dim)`,
+      projected once;
+    - `layer_{i}_self_key`, `layer_{i}_self_value`: zero self-attention caches
+      preallocated to `(batch_size, max_length, num_heads, key_dim)` (static
+      shapes across steps, so the decoding loop traces once and compiles with XLA);
+    - `source_mask`: bool `(batch_size, source_length)`;
+    - `attention_weights`: float32 `(batch_size, source_length)`, the last
+      step's cross-attention averaged over heads *and* layers (for the
+      coverage penalty of `beam_search`).
+
+    `decode_step(token_ids, state, step)` embeds one token at position `step`,
+    runs every block's `call_step` (which writes position `step` into that
+    block's self-attention cache and attends over positions `<= step`; the
+    prefix is never re-run) and returns float32 logits
+    `(batch_size, target_vocab_size)`. Its logits equal the teacher-forced
+    call at every real (non-padding) target position.
+
+    Lengths. Positions come from a fixed table of `max_length` rows, so a
+    source longer than `max_length` tokens cannot be encoded: `generate` and
+    `translate` raise a `ValueError` naming `max_length` (trailing padding
+    beyond `max_length` is dropped, it changes nothing), and so does an eager
+    `encode`; inside a `tf.function` `encode` fails with an
+    `InvalidArgumentError` carrying the same message. Targets are limited to
+    `max_length` tokens too (`max_target_length == max_length`).
+    """
+
+    def __init__(
+        self,
+        source_vocab_size,
+        target_vocab_size,
+        num_layers=2,
+        d_model=128,
+        num_heads=4,
+        dff=512,
+        dropout=0.1,
+        max_length=64,
+        share_embeddings=False,
+        tie_output=False,
+        norm_first=False,
+        layer_norm_epsilon=1e-5,
+        source_tokenizer=None,
+        target_tokenizer=None,
+        **kwargs,
+    ):
+        source_tokenizer = deserialize_tokenizer(source_tokenizer)
+        target_tokenizer = deserialize_tokenizer(target_tokenizer)
+        _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
+                         dff, dropout, max_length, share_embeddings)
+        block_args = dict(d_model=d_model, num_heads=num_heads, dff=dff, dropout=dropout,
+                          norm_first=norm_first, layer_norm_epsilon=layer_norm_epsilon)
+        target_embedding = PositionalEmbedding(target_vocab_size, d_model, max_length,
+                                               name="target_embedding")
+        source_embedding = (
+            target_embedding if share_embeddings
+            else PositionalEmbedding(source_vocab_size, d_model, max_length, name="source_embedding")
+        )
+        encoder_blocks = [TransformerEncoderBlock(**block_args, name=f"encoder_block_{i}")
+                          for i in range(num_layers)]
+        decoder_blocks = [TransformerDecoderBlock(**block_args, name=f"decoder_block_{i}")
+                          for i in range(num_layers)]
+        encoder_norm = decoder_norm = None
+        if norm_first:  # pre-norm leaves the residual stream unnormalised
+            encoder_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")
+            decoder_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="decoder_norm")
+        source_dropout = keras.layers.Dropout(dropout, name="source_dropout")
+        target_dropout = keras.layers.Dropout(dropout, name="target_dropout")
+        output_projection = OutputProjection(
+            target_vocab_size, embedding=target_embedding.token_embedding if tie_output else None,
+            dtype="float32", name="output_projection",
+        )
+
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+        source_mask = ops.not_equal(source_ids, 0)
+        encoder_outputs = _encoder_stack(source_embedding, source_dropout, encoder_blocks,
+                                         encoder_norm, source_ids, source_mask)
+        x, _ = _decoder_stack(target_embedding, target_dropout, decoder_blocks, decoder_norm,
+                              target_in_ids, encoder_outputs, source_mask)
+        logits = output_projection(x)
+        super().__init__(inputs=[source_ids, target_in_ids], outputs=logits, **kwargs)
+
+        self.source_embedding = source_embedding
+        self.target_embedding = target_embedding
+        self.source_dropout = source_dropout
+        self.target_dropout = target_dropout
+        self.encoder_blocks = encoder_blocks
+        self.decoder_blocks = decoder_blocks
+        self.encoder_norm = encoder_norm
+        self.decoder_norm = decoder_norm
+        self.output_projection = output_projection
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.key_dim = d_model // num_heads
+        self.dff = dff
+        self.dropout = dropout
+        self.max_length = max_length
+        self.share_embeddings = share_embeddings
+        self.tie_output = tie_output
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.max_target_length = max_length
+
+    # ------------------------------------------------------------ contract
+    def encode(self, source_ids):
+        source_ids = self._drop_padding_beyond_max_length(ops.cast(source_ids, "int32"))
+        # (batch_size, source_length <= max_length)
+        source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
+        encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
+                                         self.encoder_blocks, self.encoder_norm,
+                                         source_ids, source_mask, training=False)
+        # (batch_size, source_length, d_model)
+        batch_size = ops.shape(source_ids)[0]
+        state = {"source_mask": source_mask}
+        for i, block in enumerate(self.decoder_blocks):
+            cross_key, cross_value = block.compute_cross_cache(encoder_outputs)
+            # each (batch_size, source_length, num_heads, key_dim)
+            self_key, self_value = block.init_self_cache(batch_size, self.max_length)
+            # each (batch_size, max_length, num_heads, key_dim)
+            state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)] = cross_key, cross_value
+            state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)] = self_key, self_value
+        state["attention_weights"] = ops.zeros(ops.shape(source_ids), "float32")
+        return state
+
+    def decode_step(self, token_ids, state, step):
+        token_ids = ops.reshape(ops.cast(token_ids, "int32"), (-1, 1))  # (batch_size, 1)
+        x = self.target_embedding(token_ids, start_index=step)  # (batch_size, 1, d_model)
+        new_state = dict(state)
+        weights = 0.0
+        for i, block in enumerate(self.decoder_blocks):
+            self_cache = (state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)])
+            x, self_cache, scores = block.call_step(
+                x, step, self_cache, state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)],
+                source_padding_mask=state["source_mask"], training=False,
+            )
+            # x (batch_size, 1, d_model); scores (batch_size, num_heads, 1, source_length)
+            new_state[SELF_KEY.format(i)], new_state[SELF_VALUE.format(i)] = self_cache
+            weights = weights + ops.mean(ops.cast(scores[:, :, 0, :], "float32"), axis=1)
+            # (batch_size, source_length)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        logits = self.output_projection(x)[:, 0, :]  # (batch_size, target_vocab_size)
+        new_state["attention_weights"] = weights / len(self.decoder_blocks)
+        return ops.cast(logits, "float32"), new_state
+
+    def generate(self, source_ids, method="greedy", max_length=None, **search_kwargs):
+        """Like `Seq2SeqModel.generate`, with the Transformer's length limits.
+
+        Raises:
+            ValueError: a source has more than `max_length` real tokens, or
+                `max_length` (target tokens) exceeds the model's `max_length`.
+        """
+        if (isinstance(max_length, int) and not isinstance(max_length, bool)
+                and max_length > self.max_length):
+            raise ValueError(
+                "The Transformer's self-attention cache and position table hold "
+                f"max_length={self.max_length} target positions. Received: "
+                f"max_length={max_length}"
+            )
+        source_ids = np.asarray(source_ids)
+        if source_ids.ndim == 2:
+            source_ids = self._drop_padding_beyond_max_length(source_ids.astype("int32"))
+        return super().generate(source_ids, method=method, max_length=max_length, **search_kwargs)
+
+    def _drop_padding_beyond_max_length(self, source_ids):
+        """Keeps the first `max_length` columns; the dropped ones must be padding."""
+        message = (
+            f"A source has more than max_length={self.max_length} tokens, the length of "
+            "the model's position table. Shorten or split the input, or build the model "
+            "with a larger max_length."
+        )
+        if isinstance(source_ids, np.ndarray) or tf.executing_eagerly():
+            array = np.asarray(source_ids)
+            real_lengths = np.where(array != 0, np.arange(array.shape[1]) + 1, 0).max(axis=1, initial=0)
+            if real_lengths.size and real_lengths.max() > self.max_length:
+                raise ValueError(f"{message} Received: source length={int(real_lengths.max())}")
+            return source_ids[:, : self.max_length]
+        dropped = source_ids[:, self.max_length:]
+        check = tf.debugging.assert_equal(tf.reduce_any(dropped != 0), False, message=message)
+        with tf.control_dependencies([check]):
+            return tf.identity(source_ids[:, : self.max_length])
+
+    # ------------------------------------------------------------ plotting
+    def cross_attention_weights(self, source_ids, target_in_ids, layer=-1):
+        """Teacher-forced cross-attention of one decoder layer (default: the last).
+
+        Args:
+            source_ids: int `(batch_size, source_length)`, 0 = padding.
+            target_in_ids: int `(batch_size, target_length)`, start token first.
+            layer: index into the decoder blocks.
+
+        Returns:
+            `(batch_size, num_heads, target_length, source_length)`; every
+            row sums to 1 over the real source tokens.
+        """
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        target_in_ids = ops.convert_to_tensor(target_in_ids, "int32")
+        source_mask = ops.not_equal(source_ids, 0)
+        encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
+                                         self.encoder_blocks, self.encoder_norm,
+                                         source_ids, source_mask, training=False)
+        _, scores = _decoder_stack(self.target_embedding, self.target_dropout,
+                                   self.decoder_blocks, self.decoder_norm, target_in_ids,
+                                   encoder_outputs, source_mask, training=False)
+        return ops.cast(scores[layer], "float32")
+
+    def attention_weights(self, source_ids, target_in_ids):
+        """Head-averaged last-layer cross-attention `(batch_size, target_length, source_length)`
+        (the same shape as `RNNSeq2Seq.attention_weights`, for the plotting helpers)."""
+        return ops.mean(self.cross_attention_weights(source_ids, target_in_ids), axis=1)
+
+    # -------------------------------------------------------- serialization
+    def get_config(self):
+        return {
+            "name": self.name,
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "num_layers": self.num_layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "dropout": self.dropout,
+            "max_length": self.max_length,
+            "share_embeddings": self.share_embeddings,
+            "tie_output": self.tie_output,
+            "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "source_tokenizer": serialize_tokenizer(self.source_tokenizer),
+            "target_tokenizer": serialize_tokenizer(self.target_tokenizer),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def _check_positive_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
+
+
+def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
+                     dff, dropout, max_length, share_embeddings):
+    for name, value in (("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 5:
+            raise ValueError(
+                f"{name} must be an int >= 5 (4 reserved ids + at least one token). "
+                f"Received: {name}={value!r}"
+            )
+    for name, value in (("num_layers", num_layers), ("d_model", d_model), ("num_heads", num_heads),
+                        ("dff", dff), ("max_length", max_length)):
+        _check_positive_int(name, value)
+    if d_model % num_heads:
+        raise ValueError(
+            "d_model must be divisible by num_heads. "
+            f"Received: d_model={d_model}, num_heads={num_heads}"
+        )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout!r}")
+    if share_embeddings and source_vocab_size != target_vocab_size:
+        raise ValueError(
+            "share_embeddings=True needs one vocabulary for source and target. "
+            f"Received: source_vocab_size={source_vocab_size}, "
+            f"target_vocab_size={target_vocab_size}"
+        )
+
+
+def build_transformer_seq2seq(
+    source_vocab_size=None,
+    target_vocab_size=None,
+    num_layers=2,
+    d_model=128,
+    num_heads=4,
+    dff=512,
+    dropout=0.1,
+    max_length=64,
+    share_embeddings=False,
+    tie_output=False,
+    norm_first=False,
+    source_tokenizer=None,
+    target_tokenizer=None,
+    **kwargs,
+):
+    """Build the Transformer encoder–decoder as a functional `keras.Model`.
+
+    Args:
+        source_vocab_size, target_vocab_size: ints; taken from the tokenizers'
+            `vocabulary_size` when omitted.
+        num_layers: int, encoder blocks and decoder blocks (N in the paper).
+        d_model: int, model width; divisible by `num_heads`.
+        num_heads: int, attention heads (h); `key_dim = d_model // num_heads`.
+        dff: int, feed-forward hidden width.
+        dropout: float in `[0, 1)`, used on embeddings and in every sublayer.
+        max_length: int, positions in the positional tables and in the
+            self-attention cache: the longest source and target.
+        share_embeddings: one embedding matrix for source and target (needs
+            `source_vocab_size == target_vocab_size`).
+        tie_output: compute logits with the transposed target embedding
+            matrix, `x E^T + b`, instead of a separate Dense layer.
+        norm_first: pre-norm blocks (plus a final LayerNorm on each stack)
+            instead of the paper's post-norm.
+        source_tokenizer, target_tokenizer: optional `TextTokenizer`s stored
+            with the model so that `translate(texts)` and exports work.
+        **kwargs: `layer_norm_epsilon`, `name`.
+
+    Returns:
+        A `TransformerSeq2Seq` (a functional `keras.Model`
+        `[source_ids, target_in_ids] → logits`) with `encode` / `decode_step`.
+
+    Example:
+
+    >>> model = build_transformer_seq2seq(40, 50, num_layers=1, d_model=32, num_heads=4, dff=64)
+    >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    """
+    if source_vocab_size is None:
+        if source_tokenizer is None:
+            raise ValueError("Pass source_vocab_size or source_tokenizer.")
+        source_vocab_size = source_tokenizer.vocabulary_size
+    if target_vocab_size is None:
+        if target_tokenizer is None:
+            raise ValueError("Pass target_vocab_size or target_tokenizer.")
+        target_vocab_size = target_tokenizer.vocabulary_size
+    _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
+                     dff, dropout, max_length, share_embeddings)
+    return TransformerSeq2Seq(
+        source_vocab_size, target_vocab_size, num_layers=num_layers, d_model=d_model,
+        num_heads=num_heads, dff=dff, dropout=dropout, max_length=max_length,
+        share_embeddings=share_embeddings, tie_output=tie_output, norm_first=norm_first,
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, **kwargs,
+    )

@@ -1,0 +1,270 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from kerasseq.data import make_dataset
+from kerasseq.evaluation import word_error_rate
+from kerasseq.models import TransformerSeq2Seq, build_transformer_seq2seq
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
+from tests.models.g2p_fixture import tiny_g2p
+
+SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
+TARGET_IN = np.array([[2, 5, 7, 4, 9], [2, 6, 0, 0, 0], [2, 8, 8, 8, 8]], "int32")
+TARGET_OUT = np.array([[5, 7, 4, 9, 3], [6, 3, 0, 0, 0], [8, 8, 8, 8, 3]], "int32")
+
+
+def small_model(num_layers=2, **kwargs):
+    kwargs.setdefault("dropout", 0.1)  # inactive at inference; checks training=False paths
+    return build_transformer_seq2seq(12, 11, num_layers=num_layers, d_model=16, num_heads=4,
+                                     dff=32, max_length=16, **kwargs)
+
+
+def step_by_step_logits(model, source, target_in):
+    state = model.encode(source)
+    outputs = []
+    for t in range(target_in.shape[1]):
+        logits, state = model.decode_step(target_in[:, t], state, t)
+        outputs.append(np.asarray(logits))
+    return np.stack(outputs, axis=1)  # (batch_size, target_length, vocab_size)
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_teacher_forced_call(num_layers, norm_first):
+    model = small_model(num_layers, norm_first=norm_first)
+    full = np.asarray(model([SOURCE, TARGET_IN]))
+    incremental = step_by_step_logits(model, SOURCE, TARGET_IN)
+    real = TARGET_IN != 0  # at padded target positions the full call masks the padding keys
+    np.testing.assert_allclose(incremental[real], full[real], atol=1e-5)
+    assert incremental.dtype == np.float32
+
+
+def test_state_contract_and_cache_writes_one_position():
+    model = small_model(2)
+    state = model.encode(SOURCE)
+    expected = {"source_mask", "attention_weights"} | {
+        f"layer_{i}_{kind}_{part}" for i in range(2) for kind in ("self", "cross") for part in ("key", "value")
+    }
+    assert set(state) == expected
+    for key, value in state.items():
+        assert value.shape[0] == 3, key
+    assert tuple(state["layer_1_self_key"].shape) == (3, 16, 4, 4)  # (batch, max_length, heads, key_dim)
+    assert tuple(state["layer_0_cross_value"].shape) == (3, 6, 4, 4)  # (batch, source_length, heads, key_dim)
+    for t in range(3):
+        logits, new_state = model.decode_step(TARGET_IN[:, t], state, t)
+        for key in state:  # static shapes and dtypes across steps
+            assert new_state[key].shape == state[key].shape and new_state[key].dtype == state[key].dtype, key
+        state = new_state
+    cache = np.asarray(state["layer_0_self_key"])
+    assert np.all(np.abs(cache[:, :3]).sum(axis=(2, 3)) > 0)  # positions 0..2 written
+    assert np.all(cache[:, 3:] == 0)  # the rest untouched
+    weights = np.asarray(state["attention_weights"])  # heads and layers averaged
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(weights[1, 2:] == 0)
+
+
+def test_causality_future_tokens_change_no_earlier_logits():
+    model = small_model(2)
+    base = np.asarray(model([SOURCE, TARGET_IN]))
+    changed_target = TARGET_IN.copy()
+    changed_target[:, 3:] = [[7, 10], [4, 4], [9, 5]]
+    changed = np.asarray(model([SOURCE, changed_target]))
+    np.testing.assert_allclose(changed[:, :3], base[:, :3], atol=1e-6)
+    assert not np.allclose(changed[0, 3:], base[0, 3:])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_padding_invariance(norm_first):
+    model = small_model(2, norm_first=norm_first)
+    base = np.asarray(model([SOURCE, TARGET_IN]))
+    more_source = np.asarray(model([np.pad(SOURCE, ((0, 0), (0, 5))), TARGET_IN]))
+    more_target = np.asarray(model([SOURCE, np.pad(TARGET_IN, ((0, 0), (0, 4)))]))
+    np.testing.assert_allclose(more_source, base, atol=1e-5)
+    np.testing.assert_allclose(more_target[:, :5], base, atol=1e-5)
+    # a row alone gives the logits it gets inside a padded batch
+    alone = np.asarray(model([SOURCE[1:2, :2], TARGET_IN[1:2, :2]]))
+    np.testing.assert_allclose(alone[0], base[1, :2], atol=1e-5)
+
+
+def test_cross_attention_weights():
+    model = small_model(2)
+    weights = np.asarray(model.cross_attention_weights(SOURCE, TARGET_IN))
+    assert weights.shape == (3, 4, 5, 6)  # (batch, heads, target_length, source_length)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(weights[1, :, :, 2:] == 0)
+    first = np.asarray(model.cross_attention_weights(SOURCE, TARGET_IN, layer=0))
+    assert not np.allclose(first, weights)
+    assert tuple(model.attention_weights(SOURCE, TARGET_IN).shape) == (3, 5, 6)
+
+
+def test_share_embeddings_and_tie_output_serialize(tmp_path):
+    plain = build_transformer_seq2seq(12, 12, num_layers=1, d_model=16, num_heads=4, dff=32)
+    shared = build_transformer_seq2seq(12, 12, num_layers=1, d_model=16, num_heads=4, dff=32,
+                                       share_embeddings=True)
+    tied = build_transformer_seq2seq(12, 12, num_layers=1, d_model=16, num_heads=4, dff=32,
+                                     share_embeddings=True, tie_output=True)
+    assert shared.source_embedding is shared.target_embedding
+    assert tied.output_projection.embedding is tied.target_embedding.token_embedding
+    assert plain.count_params() - shared.count_params() == 12 * 16  # one embedding matrix less
+    assert shared.count_params() - tied.count_params() == 16 * 12  # no output kernel
+    for model in (shared, tied):
+        path = os.path.join(tmp_path, f"{model.name}.keras")
+        model.save(path)
+        loaded = keras.models.load_model(path)
+        assert isinstance(loaded, TransformerSeq2Seq)
+        assert loaded.get_config() == model.get_config()
+        np.testing.assert_allclose(np.asarray(loaded([SOURCE, TARGET_IN])),
+                                   np.asarray(model([SOURCE, TARGET_IN])), atol=1e-6)
+    # The tie is real: training moves one matrix that both ends use.
+    tied.compile(optimizer=keras.optimizers.SGD(0.5), loss=MaskedSparseCategoricalCrossentropy())
+    tied.fit([SOURCE, TARGET_IN], TARGET_OUT, epochs=1, verbose=0)
+    embedding = np.asarray(tied.target_embedding.token_embedding.embeddings)
+    x = keras.random.normal((1, 1, 16))
+    expected = np.asarray(x) @ embedding.T + np.asarray(tied.output_projection.bias)
+    np.testing.assert_allclose(np.asarray(tied.output_projection(x)), expected, atol=1e-5)
+
+
+def test_logits_carry_no_keras_mask():
+    # A mask on y_pred would make Keras re-weight the (already masked) loss.
+    model = small_model(1, dropout=0.0)
+    logits = model([SOURCE, TARGET_IN])
+    assert getattr(logits, "_keras_mask", None) is None
+    loss = MaskedSparseCategoricalCrossentropy()
+    model.compile(optimizer="adam", loss=loss)
+    evaluated = model.evaluate([SOURCE, TARGET_IN], TARGET_OUT, verbose=0)
+    np.testing.assert_allclose(evaluated, float(loss(TARGET_OUT, logits)), rtol=1e-5)
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match=r"d_model must be divisible by num_heads.*d_model=30, num_heads=4"):
+        build_transformer_seq2seq(12, 11, d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match=r"share_embeddings.*source_vocab_size=12.*target_vocab_size=11"):
+        build_transformer_seq2seq(12, 11, share_embeddings=True)
+    with pytest.raises(ValueError, match="num_layers"):
+        build_transformer_seq2seq(12, 11, num_layers=0)
+    with pytest.raises(ValueError, match="dropout"):
+        build_transformer_seq2seq(12, 11, dropout=1.0)
+    with pytest.raises(ValueError, match="source_vocab_size"):
+        build_transformer_seq2seq(3, 11)
+    with pytest.raises(ValueError, match="source_tokenizer"):
+        build_transformer_seq2seq(None, 11)
+
+
+def test_source_longer_than_max_length_is_rejected():
+    model = small_model(1)  # max_length=16
+    long_source = np.full((2, 17), 5, "int32")
+    with pytest.raises(ValueError, match=r"max_length=16.*source length=17"):
+        model.generate(long_source)
+    with pytest.raises(ValueError, match="max_length=16"):
+        model.encode(long_source)
+    # Trailing padding beyond max_length is dropped: it changes nothing.
+    padded = np.pad(SOURCE, ((0, 0), (0, 20)))
+    np.testing.assert_array_equal(np.asarray(model.generate(padded, max_length=5)[0]),
+                                  np.asarray(model.generate(SOURCE, max_length=5)[0]))
+    with pytest.raises(ValueError, match=r"max_length=16.*max_length=17"):
+        model.generate(SOURCE, max_length=17)
+
+
+def test_xla_greedy_decoding_matches_eager_graph():
+    model = small_model(2)
+    ids, scores, lengths = model.generate(SOURCE, max_length=8)
+    xla_ids, xla_scores, xla_lengths = model.generate(SOURCE, max_length=8, jit_compile=True)
+    np.testing.assert_array_equal(np.asarray(xla_ids), np.asarray(ids))
+    np.testing.assert_allclose(np.asarray(xla_scores), np.asarray(scores), atol=1e-4)
+
+
+def test_mixed_precision_forward_is_finite_and_float32():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = small_model(2, tie_output=True, norm_first=True)
+        assert model.decoder_blocks[0].compute_dtype == "float16"
+        assert model.output_projection.compute_dtype == "float32"
+        logits = model([SOURCE, TARGET_IN])
+        assert logits.dtype == "float32"
+        assert np.all(np.isfinite(np.asarray(logits)))
+        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)(TARGET_OUT, logits)
+        assert loss.dtype == "float32" and np.isfinite(float(loss))
+        step_logits, state = model.decode_step(TARGET_IN[:, 0], model.encode(SOURCE), 0)
+        assert step_logits.dtype == "float32" and np.all(np.isfinite(np.asarray(step_logits)))
+        assert state["layer_0_self_key"].dtype == "float16"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.fixture(scope="module")
+def trained_g2p():
+    """A tiny Transformer trained to memorise 30 words (150 optimizer steps)."""
+    keras.utils.set_random_seed(7)
+    entries, pairs, source, target = tiny_g2p()
+    model = build_transformer_seq2seq(
+        num_layers=1, d_model=64, num_heads=4, dff=128, dropout=0.0, max_length=16,
+        source_tokenizer=source, target_tokenizer=target,
+    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3, clipnorm=1.0),
+                  loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
+    data = make_dataset(pairs, source, target, batch_size=10, seed=0)
+    model.fit(data, epochs=50, verbose=0)  # 3 batches per epoch
+    return model, entries
+
+
+def test_overfits_thirty_words(trained_g2p):
+    model, entries = trained_g2p
+    words = [w for w, _ in entries]
+    hypotheses = model.translate(words)
+    accuracy = 1.0 - word_error_rate(hypotheses, [prons for _, prons in entries])
+    assert accuracy >= 0.95, list(zip(words, hypotheses, strict=True))
+
+
+def test_keras_save_load_keeps_logits_and_decoding(trained_g2p, tmp_path):
+    model, entries = trained_g2p
+    path = os.path.join(tmp_path, "g2p.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, TransformerSeq2Seq)
+    source_ids = np.asarray(model.source_tokenizer.encode(["cat", "hello"]).to_tensor())
+    target_in = np.array([[2, 5, 6, 7, 8], [2, 7, 8, 0, 0]], "int32")
+    np.testing.assert_allclose(np.asarray(loaded([source_ids, target_in])),
+                               np.asarray(model([source_ids, target_in])), atol=1e-6)
+    words = [w for w, _ in entries[:8]]
+    assert loaded.translate(words) == model.translate(words)
+    assert loaded.translate(words, method="beam", num_beams=3) == model.translate(
+        words, method="beam", num_beams=3)
+
+
+def teacher_forced_log_prob(model, source_ids, tokens, ended):
+    """Sum of log_softmax of the chosen tokens (plus the end token when emitted)."""
+    targets = list(tokens) + ([model.end_id] if ended else [])
+    target_in = np.array([[model.start_id] + targets[:-1]], "int32")
+    logits = model([source_ids[None], target_in])[0]
+    log_probs = np.asarray(ops.log_softmax(logits, axis=-1))  # (target_length, vocab_size)
+    return float(sum(log_probs[t, token] for t, token in enumerate(targets)))
+
+
+def test_beam_scores_equal_teacher_forced_log_probabilities(trained_g2p):
+    model, entries = trained_g2p
+    words = [w for w, _ in entries[:4]] + ["zebra"]
+    source_ids = np.asarray(model.source_tokenizer.encode(words).to_tensor())
+    max_length = 12
+    token_ids, scores, lengths = model.generate(source_ids, method="beam", num_beams=4,
+                                                num_return=3, max_length=max_length)
+    token_ids, scores, lengths = map(np.asarray, (token_ids, scores, lengths))
+    assert token_ids.shape == (5, 3, max_length)
+    for row in range(5):
+        for rank in range(3):
+            length = int(lengths[row, rank])
+            expected = teacher_forced_log_prob(model, source_ids[row], token_ids[row, rank, :length],
+                                               ended=length < max_length)
+            np.testing.assert_allclose(scores[row, rank], expected, atol=1e-4)
+        assert np.all(np.diff(scores[row]) <= 1e-6)  # best first
+
+
+def test_translate_errors_and_coverage_penalty(trained_g2p):
+    model, _ = trained_g2p
+    with pytest.raises(ValueError, match="max_length=16"):
+        model.translate("a" * 40)
+    with pytest.raises(ValueError, match=r"texts\[0\] is empty"):
+        model.translate([""])
+    assert isinstance(model.translate("cat", method="beam", num_beams=3, coverage_penalty=0.2), str)

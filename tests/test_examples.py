@@ -1,0 +1,118 @@
+"""Smoke tests of the runnable scripts in examples/: each runs `main(["--smoke", ...])`.
+
+A smoke run trains a tiny model for a few steps and goes through the whole
+script (data, tokenizers, fit, greedy and beam decoding, scoring, saving); the
+numbers are meaningless, so the tests check the results' shape and files.
+"""
+
+import importlib.util
+import json
+import os
+import pathlib
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(name):
+    """Import examples/<name>.py as a module (examples/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_g2p_cmudict_smoke(tmp_path):
+    results = load_example("g2p_cmudict").main(["--smoke", "--output-dir", str(tmp_path)])
+    assert results["train_pairs"] == 512
+    assert set(results["dev"]) == {"greedy", "beam2"}
+    for scores in results["dev"].values():
+        assert scores["words"] == 32
+        assert 0.0 <= scores["wer"] <= 1.0 and scores["per"] >= 0.0
+    assert results["parameters"] > 0
+    assert (tmp_path / "model.keras").exists() and (tmp_path / "history.csv").exists()
+    assert json.loads((tmp_path / "results.json").read_text())["dev"] == results["dev"]
+
+
+def test_g2p_cmudict_transformer_smoke(tmp_path):
+    module = load_example("g2p_cmudict")
+    if module.build_transformer_seq2seq is None:
+        pytest.skip("kerasseq.models.build_transformer_seq2seq is not available")
+    results = module.main(["--smoke", "--model", "transformer", "--evaluate-test",
+                           "--output-dir", str(tmp_path)])
+    assert results["model"] == "transformer"
+    assert results["test"]["greedy"]["words"] == 32  # the smoke run scores 32 test words
+
+
+def test_english_to_bengali_numbers_smoke(tmp_path):
+    module = load_example("english_to_bengali_numbers")
+    results = module.main(["--smoke", "--output-dir", str(tmp_path)])
+    for key in ("dev_exact_match_greedy", "dev_exact_match_beam"):
+        assert 0.0 <= results[key] <= 1.0
+    assert 0.0 <= results["dev_bleu_greedy"] <= 100.0
+    assert (tmp_path / "attention.png").stat().st_size > 0
+    assert (tmp_path / "model.keras").exists()
+
+
+def test_english_to_bengali_numbers_split_is_deterministic_and_disjoint():
+    module = load_example("english_to_bengali_numbers")
+    splits = [module.split_of(number) for number in range(10_000)]
+    assert splits == [module.split_of(number) for number in range(10_000)]
+    counts = {name: splits.count(name) for name in ("train", "dev", "test")}
+    assert sum(counts.values()) == 10_000
+    assert all(800 < counts[name] < 1200 for name in ("dev", "test"))
+    # Every two-digit ending appears in training (a `n % 100`-style rule would not do that).
+    assert {n % 100 for n in range(10_000) if splits[n] == "train"} == set(range(100))
+    assert module.make_pairs("dev", limit=20) == [
+        (module.num2words(n, lang="en"), module.num2words(n, lang="bn"))
+        for n in range(20) if splits[n] == "dev"
+    ]
+
+
+def test_tfds_translate_smoke_with_mock_data(tmp_path):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    module = load_example("tfds_translate")
+    # Random examples generated from the dataset's features: no download, no network.
+    with tfds.testing.mock_data(num_examples=64, policy=tfds.testing.MockPolicy.USE_CODE):
+        results = module.main(["--smoke", "--output-dir", str(tmp_path)])
+    assert results["train_pairs"] > 0
+    assert results["validation"]["examples"] == 8
+    assert 0.0 <= results["validation"]["bleu_greedy"] <= 100.0
+    assert (tmp_path / "model.keras").exists()
+
+
+def test_tfds_translate_load_pairs_decodes_to_str():
+    tfds = pytest.importorskip("tensorflow_datasets")
+    module = load_example("tfds_translate")
+    with tfds.testing.mock_data(num_examples=5, policy=tfds.testing.MockPolicy.USE_CODE):
+        pairs = module.load_pairs("train", limit=3)
+    assert len(pairs) == 3
+    assert all(isinstance(text, str) and text for pair in pairs for text in pair)
+
+
+def test_german_to_english_ding_smoke(tmp_path):
+    module = load_example("german_to_english_ding")
+    if not os.path.exists(module.DEFAULT_PATH):
+        pytest.skip(f"{module.DEFAULT_PATH} is missing: the German example needs the Debian "
+                    "package dict-freedict-deu-eng (make examples-data)")
+    results = module.main(["--smoke", "--output-dir", str(tmp_path)])
+    assert results["test_pairs"] == 16
+    for name in ("bahdanau_attention", "no_attention"):
+        assert 0.0 <= results[name]["test_bleu_greedy"] <= 100.0
+        assert (tmp_path / f"{name}.keras").exists()
+    assert results["bahdanau_attention"]["parameters"] > results["no_attention"]["parameters"]
+
+
+def test_german_to_english_ding_missing_dictionary_exits_cleanly(tmp_path, capsys):
+    module = load_example("german_to_english_ding")
+    missing = tmp_path / "missing.dict.dz"
+    assert module.main(["--smoke", "--dict-path", str(missing),
+                        "--output-dir", str(tmp_path)]) is None
+    assert "dict-freedict-deu-eng" in capsys.readouterr().out
+
+
+def test_german_pieces_to_text():
+    module = load_example("german_to_english_ding")
+    assert module.pieces_to_text("i don ' t think so , re ##ally .") == "i don't think so, really."
+    assert module.pieces_to_text("##y well - known !") == "y well-known!"

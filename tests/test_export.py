@@ -1,0 +1,467 @@
+"""Tests for `kerasseq.export`: a text-in, text-out SavedModel.
+
+One tiny G2P model is trained once per module and exported once. The export
+is then loaded in a separate Python process in which kerasseq cannot be
+imported, and its answers are compared with `model.translate` in this process.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasseq import decoding
+from kerasseq.data import make_dataset
+from kerasseq.export import (
+    NBEST_SIGNATURE,
+    SERVING_SIGNATURE,
+    export_translator,
+    read_metadata,
+    write_atomically,
+)
+from kerasseq.models import build_rnn_seq2seq
+from kerasseq.training import MaskedSparseCategoricalCrossentropy
+from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
+from tests.models.g2p_fixture import tiny_g2p
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUM_BEAMS = 3
+BLANK_TEXTS = ["", " ", "\t\n ", "\u3000", "\xa0 "]
+UNKNOWN_TEXT = "ß☃q"
+LONG_TEXT = ("abcdefghij" * 1000)[:10_000]
+CHILD_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+# Runs in `python -I` (no PYTHONPATH, no current directory on sys.path). The
+# editable install of kerasseq still registers a meta-path finder from a .pth
+# file, so the script removes it and every sys.path entry that holds a
+# `kerasseq` package, then checks that `import kerasseq` really fails.
+ISOLATED_SERVER = r"""
+import json, math, os, sys
+
+repo = sys.argv[1]
+editable = lambda hook: "__editable__" in (getattr(hook, "__module__", None) or "")
+sys.meta_path[:] = [finder for finder in sys.meta_path if not editable(finder)]
+sys.path_hooks[:] = [hook for hook in sys.path_hooks if not editable(hook)]
+sys.path_importer_cache.clear()
+holds_kerasseq = lambda entry: os.path.isdir(os.path.join(entry or ".", "kerasseq"))
+sys.path[:] = [entry for entry in sys.path if not holds_kerasseq(entry)]
+assert repo not in [os.path.abspath(entry or ".") for entry in sys.path]
+try:
+    import kerasseq
+except ImportError:
+    pass
+else:
+    raise SystemExit("isolation failed: kerasseq imported from " + kerasseq.__file__)
+
+import tensorflow as tf
+
+def serve(translator, texts):
+    text = tf.constant(texts, tf.string, shape=[len(texts)])
+    best = translator.signatures["serving_default"](text=text)
+    nbest = translator.signatures["translate_nbest"](text=text)
+    return {
+        "translation": [t.decode("utf-8") for t in best["translation"].numpy()],
+        "score": best["score"].numpy().tolist(),
+        "translation_shape": best["translation"].shape.as_list(),
+        "translations": [[t.decode("utf-8") for t in row] for row in nbest["translations"].numpy()],
+        "scores": nbest["scores"].numpy().tolist(),
+        "translations_shape": nbest["translations"].shape.as_list(),
+    }
+
+results = {}
+for export_dir, requests in json.load(sys.stdin).items():
+    translator = tf.saved_model.load(export_dir)
+    results[export_dir] = {name: serve(translator, texts) for name, texts in requests.items()}
+results["kerasseq_imported"] = "kerasseq" in sys.modules
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def serve_in_fresh_process(requests, cwd):
+    """Call both signatures of SavedModels in one isolated Python process.
+
+    Args:
+        requests: `{export_dir: {request_name: [texts]}}`.
+        cwd: working directory of the process.
+
+    Returns:
+        `{export_dir: {request_name: outputs}, "kerasseq_imported": bool}`.
+    """
+    completed = subprocess.run(
+        [sys.executable, "-I", "-c", ISOLATED_SERVER, REPO],
+        input=json.dumps(requests), capture_output=True, text=True, env=CHILD_ENV,
+        cwd=cwd, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    line = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert line, completed.stdout[-2000:] + completed.stderr[-2000:]
+    return json.loads(line[-1][len("RESULTS "):])
+
+
+# --------------------------------------------------------------------------
+# Fixtures: one trained model, one export, one fresh-process run.
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def g2p_model():
+    keras.utils.set_random_seed(11)
+    entries, pairs, source, target = tiny_g2p()
+    model = build_rnn_seq2seq(
+        embedding_dim=16, units=32, attention="bahdanau", max_target_length=10,
+        source_tokenizer=source, target_tokenizer=target,
+    )
+    model.compile(optimizer=keras.optimizers.Adam(1e-2, clipnorm=1.0),
+                  loss=MaskedSparseCategoricalCrossentropy())
+    model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=12, verbose=0)
+    words = [word for word, _ in entries[:6]]
+    return model, words
+
+
+@pytest.fixture(scope="module")
+def rnn_export(g2p_model, tmp_path_factory):
+    model, _ = g2p_model
+    path = tmp_path_factory.mktemp("rnn") / "export"
+    export_translator(model, path, num_beams=NUM_BEAMS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def transformer_export(g2p_model, tmp_path_factory):
+    """An untrained tiny Transformer and its export, or `None` if unavailable."""
+    try:
+        from kerasseq.models.transformer_seq2seq import build_transformer_seq2seq
+    except ImportError:
+        return None
+    keras.utils.set_random_seed(5)
+    _, words = g2p_model
+    _, _, source, target = tiny_g2p()
+    model = build_transformer_seq2seq(
+        num_layers=1, d_model=16, num_heads=2, dff=32, dropout=0.0, max_length=12,
+        source_tokenizer=source, target_tokenizer=target,
+    )
+    path = tmp_path_factory.mktemp("transformer") / "export"
+    export_translator(model, path, num_beams=NUM_BEAMS)
+    return model, path
+
+
+@pytest.fixture(scope="module")
+def all_served(g2p_model, rnn_export, transformer_export):
+    _, words = g2p_model
+    requests = {str(rnn_export): {
+        "words": words,
+        "mixed": [words[0], "", words[1], "   "],
+        "blank": BLANK_TEXTS,
+        "unknown": [UNKNOWN_TEXT],
+        "long": [LONG_TEXT],
+        "empty_batch": [],
+    }}
+    if transformer_export is not None:
+        requests[str(transformer_export[1])] = {
+            "words": words, "blank": BLANK_TEXTS, "long": [LONG_TEXT], "empty_batch": [],
+        }
+    return serve_in_fresh_process(requests, cwd=os.path.dirname(str(rnn_export)))
+
+
+@pytest.fixture(scope="module")
+def served(all_served, rnn_export):
+    return {**all_served[str(rnn_export)], "kerasseq_imported": all_served["kerasseq_imported"]}
+
+
+def beam_translate(model, texts, num_return=1):
+    return model.translate(texts, method="beam", num_beams=NUM_BEAMS,
+                           num_return=num_return, return_scores=True)
+
+
+# --------------------------------------------------------------------------
+# Serving in a process without kerasseq.
+# --------------------------------------------------------------------------
+
+
+def test_fresh_process_matches_in_process_translate(g2p_model, served):
+    model, words = g2p_model
+    assert served["kerasseq_imported"] is False
+    expected, expected_scores = beam_translate(model, words)
+    assert served["words"]["translation"] == expected
+    np.testing.assert_allclose(served["words"]["score"], np.ravel(expected_scores), atol=1e-4)
+    assert any(expected), "the fixture model should produce some phonemes"
+
+
+def test_fresh_process_nbest_matches_in_process_translate(g2p_model, served):
+    model, words = g2p_model
+    expected, expected_scores = beam_translate(model, words, num_return=NUM_BEAMS)
+    assert served["words"]["translations_shape"] == [len(words), NUM_BEAMS]
+    assert served["words"]["translations"] == expected
+    np.testing.assert_allclose(served["words"]["scores"], expected_scores, atol=1e-4)
+    # The first column of the n-best list is the serving_default answer.
+    assert [row[0] for row in served["words"]["translations"]] == served["words"]["translation"]
+
+
+def test_blank_texts_give_empty_translation_and_zero_score(g2p_model, served):
+    model, words = g2p_model
+    blank = served["blank"]
+    assert blank["translation"] == [""] * len(BLANK_TEXTS)
+    assert blank["score"] == [0.0] * len(BLANK_TEXTS)
+    assert blank["scores"] == [[0.0] * NUM_BEAMS] * len(BLANK_TEXTS)
+    # Blank rows inside a batch leave the other rows untouched.
+    mixed = served["mixed"]
+    expected, expected_scores = beam_translate(model, words[:2])
+    assert mixed["translation"] == [expected[0], "", expected[1], ""]
+    np.testing.assert_allclose(
+        mixed["score"], [expected_scores[0][0], 0.0, expected_scores[1][0], 0.0], atol=1e-4
+    )
+
+
+def test_unknown_characters_and_long_inputs_are_translated(g2p_model, served):
+    model, _ = g2p_model
+    expected, expected_scores = beam_translate(model, [UNKNOWN_TEXT])
+    assert served["unknown"]["translation"] == expected
+    np.testing.assert_allclose(served["unknown"]["score"], np.ravel(expected_scores), atol=1e-4)
+    # The tokenizer has no max_length, so the export keeps 256 tokens (characters).
+    expected, expected_scores = beam_translate(model, [LONG_TEXT[:256]])
+    assert served["long"]["translation"] == expected
+    np.testing.assert_allclose(served["long"]["score"], np.ravel(expected_scores), atol=1e-4)
+    for name in ("blank", "unknown", "long", "words"):
+        assert not any(math.isnan(score) for score in served[name]["score"]), name
+
+
+def test_empty_batch_gives_empty_outputs(served):
+    empty = served["empty_batch"]
+    assert empty["translation_shape"] == [0] and empty["translation"] == []
+    assert empty["translations_shape"] == [0, NUM_BEAMS] and empty["scores"] == []
+
+
+def test_transformer_export_matches_in_process_translate(g2p_model, transformer_export,
+                                                        all_served):
+    if transformer_export is None:
+        pytest.skip("kerasseq.models.transformer_seq2seq is not available")
+    model, path = transformer_export
+    served = all_served[str(path)]
+    _, words = g2p_model
+    expected, expected_scores = beam_translate(model, words)
+    assert served["words"]["translation"] == expected
+    np.testing.assert_allclose(served["words"]["score"], np.ravel(expected_scores), atol=1e-4)
+    expected, expected_scores = beam_translate(model, words, num_return=NUM_BEAMS)
+    assert served["words"]["translations"] == expected
+    np.testing.assert_allclose(served["words"]["scores"], expected_scores, atol=1e-4)
+    # Sources are cut to the model's position table (max_length=12 tokens).
+    assert read_metadata(str(path))["max_source_length"] == 12
+    assert served["long"]["translation"] == beam_translate(model, [LONG_TEXT[:12]])[0]
+    assert served["blank"]["translation"] == [""] * len(BLANK_TEXTS)
+    assert served["blank"]["score"] == [0.0] * len(BLANK_TEXTS)
+    assert served["empty_batch"]["translations_shape"] == [0, NUM_BEAMS]
+
+
+def test_saved_model_cli_lists_the_string_signatures(rnn_export):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    completed = subprocess.run(
+        [cli, "show", "--dir", str(rnn_export), "--all"],
+        capture_output=True, text=True, env=CHILD_ENV, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    output = completed.stdout
+    serving = output.split(f"signature_def['{SERVING_SIGNATURE}']")[1].split("signature_def[")[0]
+    assert "inputs['text'] tensor_info:" in serving
+    assert "dtype: DT_STRING" in serving and "shape: (-1)" in serving
+    assert "outputs['translation'] tensor_info:" in serving
+    assert "outputs['score'] tensor_info:" in serving and "DT_FLOAT" in serving
+    nbest = output.split(f"signature_def['{NBEST_SIGNATURE}']")[1].split("signature_def[")[0]
+    assert "outputs['translations'] tensor_info:" in nbest
+    assert f"shape: (-1, {NUM_BEAMS})" in nbest
+
+
+def test_metadata_records_the_search(rnn_export, g2p_model):
+    metadata = read_metadata(str(rnn_export))
+    assert metadata["method"] == "beam" and metadata["num_beams"] == NUM_BEAMS
+    assert metadata["num_return"] == NUM_BEAMS
+    assert metadata["max_length"] == g2p_model[0].max_target_length
+    assert metadata["max_source_length"] == 256
+
+
+# --------------------------------------------------------------------------
+# Atomic writes.
+# --------------------------------------------------------------------------
+
+
+def test_failed_export_keeps_the_previous_one(g2p_model, rnn_export, served, monkeypatch):
+    model, words = g2p_model
+
+    def broken_save(obj, export_dir, signatures=None, options=None):
+        with open(os.path.join(export_dir, "saved_model.pb"), "wb") as handle:
+            handle.write(b"half written")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", broken_save)
+    with pytest.raises(RuntimeError, match="disk full"):
+        export_translator(model, rnn_export, method="greedy", max_length=4)
+    monkeypatch.undo()
+    assert os.listdir(os.path.dirname(rnn_export)) == ["export"]
+    translator = tf.saved_model.load(str(rnn_export))
+    outputs = translator.signatures[SERVING_SIGNATURE](text=tf.constant(words))
+    assert [text.decode() for text in outputs["translation"].numpy()] == served["words"]["translation"]
+    np.testing.assert_allclose(outputs["score"].numpy(), served["words"]["score"], atol=1e-5)
+
+
+def write_files(contents):
+    def write(directory):
+        with open(os.path.join(directory, "content.txt"), "w") as handle:
+            handle.write(contents)
+    return write
+
+
+def read_content(path):
+    with open(os.path.join(path, "content.txt")) as handle:
+        return handle.read()
+
+
+def test_write_atomically_replaces_and_restores(tmp_path, monkeypatch):
+    path = str(tmp_path / "target")
+    write_atomically(path, write_files("one"))
+    write_atomically(path, write_files("two"))
+    assert read_content(path) == "two" and os.listdir(tmp_path) == ["target"]
+
+    real_rename = os.rename
+
+    def failing_rename(source, destination):
+        if os.path.basename(source).startswith(".target.export-"):
+            raise OSError("rename failed")
+        return real_rename(source, destination)
+
+    monkeypatch.setattr(os, "rename", failing_rename)
+    with pytest.raises(OSError, match="rename failed"):
+        write_atomically(path, write_files("three"))
+    monkeypatch.undo()
+    assert read_content(path) == "two" and os.listdir(tmp_path) == ["target"]
+
+    with pytest.raises(FileExistsError, match="target"):
+        write_atomically(path, write_files("four"), overwrite=False)
+    assert read_content(path) == "two" and os.listdir(tmp_path) == ["target"]
+
+
+def test_existing_path_without_overwrite_raises(g2p_model, tmp_path):
+    model, _ = g2p_model
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(FileExistsError, match="taken"):
+        export_translator(model, tmp_path / "taken", overwrite=False)
+
+
+# --------------------------------------------------------------------------
+# Arguments.
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"method": "sample"}, "method"),
+    ({"num_beams": 0}, "num_beams"),
+    ({"num_beams": 2, "num_return": 3}, "num_return"),
+    ({"method": "greedy", "num_return": 2}, "num_return"),
+    ({"length_penalty": -1.0}, "length_penalty"),
+    ({"max_length": 0}, "max_length"),
+    ({"max_source_length": 0}, "max_source_length"),
+    ({"overwrite": "yes"}, "overwrite"),
+])
+def test_bad_arguments_name_the_argument(g2p_model, tmp_path, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        export_translator(g2p_model[0], tmp_path / "out", **kwargs)
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_model_without_tokenizers_is_rejected(tmp_path):
+    model = build_rnn_seq2seq(10, 10, embedding_dim=4, units=4)
+    with pytest.raises(ValueError, match="source_tokenizer"):
+        export_translator(model, tmp_path / "out")
+
+
+# --------------------------------------------------------------------------
+# Decoders with a batch size known only at run time.
+# --------------------------------------------------------------------------
+
+
+def test_decoders_accept_a_dynamic_batch_size():
+    toy = PrefixTableModel(batch_size=3, vocab_size=5, seed=3, end_bias=0.3)
+    state = toy.initial_state()
+    specs = {name: tf.TensorSpec([None] + tensor.shape[1:].as_list(), tensor.dtype)
+             for name, tensor in state.items()}
+    search = dict(start_id=START_ID, end_id=END_ID, max_length=5)
+
+    @tf.function(input_signature=[specs])
+    def dynamic(state):
+        beam = decoding.beam_search(toy.step_fn, state, batch_size=None, num_beams=3,
+                                    num_return=2, length_penalty=0.6, **search)
+        greedy = decoding.greedy(toy.step_fn, state, batch_size=None, **search)
+        return beam, greedy
+
+    beam, greedy = dynamic(state)
+    expected_beam = decoding.beam_search(toy.step_fn, state, 3, num_beams=3, num_return=2,
+                                         length_penalty=0.6, **search)
+    expected_greedy = decoding.greedy(toy.step_fn, state, 3, **search)
+    for got, expected in zip(beam + greedy, expected_beam + expected_greedy, strict=True):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-5)
+    empty = {name: tensor[:0] for name, tensor in state.items()}
+    beam, greedy = dynamic(empty)
+    assert beam[0].shape == (0, 2, 5) and greedy[0].shape == (0, 5)
+
+
+# --------------------------------------------------------------------------
+# Command line.
+# --------------------------------------------------------------------------
+
+
+def start_cli(*arguments):
+    return subprocess.Popen(
+        [sys.executable, "-m", "kerasseq.cli", *arguments],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV, cwd=REPO,
+    )
+
+
+def finish(process):
+    stdout, stderr = process.communicate(timeout=600)
+    return process.returncode, stdout, stderr
+
+
+def one_line_error(stderr, command):
+    """The CLI's own message is one line (TensorFlow may log other lines)."""
+    assert "Traceback" not in stderr, stderr[-3000:]
+    messages = [line for line in stderr.splitlines() if line.startswith(f"kerasseq {command}:")]
+    assert len(messages) == 1, stderr[-3000:]
+    return messages[0]
+
+
+def test_cli_export_and_translate_with_the_saved_model(g2p_model, rnn_export, tmp_path):
+    model, words = g2p_model
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    model.save(model_dir / "model.keras")
+    (tmp_path / "taken").mkdir()
+    export_dir = tmp_path / "export"
+    # Independent commands run side by side (each one imports TensorFlow).
+    export = start_cli("export", str(model_dir), str(export_dir), "--beam", "1",
+                       "--max-length", "6")  # greedy: the cheapest graph to trace
+    translate = start_cli("translate", str(rnn_export), words[0], words[1])
+    taken = start_cli("export", str(model_dir), str(tmp_path / "taken"))
+    missing = start_cli("export", str(tmp_path / "no_such_model"), str(tmp_path / "other"))
+
+    code, stdout, stderr = finish(translate)
+    assert code == 0, stderr[-3000:]
+    expected = beam_translate(model, words[:2])[0]
+    assert stdout.splitlines() == [f"{words[0]}\t{expected[0]}", f"{words[1]}\t{expected[1]}"]
+
+    code, _, stderr = finish(taken)
+    assert code == 2 and "already exists" in one_line_error(stderr, "export")
+    assert os.listdir(tmp_path / "taken") == []
+    code, _, stderr = finish(missing)
+    assert code == 2 and "no kerasseq model" in one_line_error(stderr, "export")
+    assert not os.path.exists(tmp_path / "other")
+
+    code, stdout, stderr = finish(export)
+    assert code == 0, stderr[-3000:]
+    assert "exported" in stdout
+    assert os.path.isfile(export_dir / "saved_model.pb")
+    metadata = read_metadata(str(export_dir))
+    assert (metadata["method"], metadata["num_return"], metadata["max_length"]) == ("greedy", 1, 6)

@@ -1,0 +1,133 @@
+"""`kerasseq train` killed mid-epoch resumes from its last finished epoch.
+
+The training process runs with the hidden testing aid `--slow-batches`, which
+reports every finished batch on stderr and then sleeps, so the test can
+SIGKILL it at a known point: after batch 0 of epoch index 2 (two epochs
+finished and backed up, the third under way).
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from kerasseq.training.checkpoints import read_history, truncate_history
+
+TINY = ["--max-train-examples", "40", "--max-dev-examples", "20", "--evaluate-words", "0",
+        "--embedding-dim", "8", "--units", "16", "--batch-size", "16", "--verbose", "0",
+        "--slow-batches", "0.2"]
+KILL_AT = "kerasseq-debug: epoch 2 batch 0 done"
+
+
+def _command(output_dir):
+    return [sys.executable, "-m", "kerasseq.cli", "train", "--epochs", "4",
+            "--output-dir", output_dir, *TINY]
+
+
+def _env():
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _epochs(path):
+    with open(path, newline="") as handle:
+        return [int(row["epoch"]) for row in csv.DictReader(handle)]
+
+
+def _debug_epochs(stderr):
+    return sorted({int(line.split()[2]) for line in stderr.splitlines()
+                   if line.startswith("kerasseq-debug: epoch")})
+
+
+def _run_until_killed(command, timeout=150):
+    """Start `command`, SIGKILL it when it prints KILL_AT; return its stderr lines."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env=_env())
+    watchdog = threading.Timer(timeout, process.kill)
+    watchdog.start()
+    lines = []
+    try:
+        for line in process.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.startswith(KILL_AT):
+                process.send_signal(signal.SIGKILL)
+                break
+    finally:
+        watchdog.cancel()
+        process.wait()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL, "\n".join(lines[-30:])
+    assert lines[-1].startswith(KILL_AT)
+    return lines
+
+
+def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
+    output = str(tmp_path / "run")
+    _run_until_killed(_command(output))
+
+    # The kill left two finished epochs: backed up, logged, best model saved.
+    with open(os.path.join(output, "backup", "training_metadata.json")) as handle:
+        assert json.load(handle)["epoch"] == 2
+    assert _epochs(os.path.join(output, "history.csv")) == [0, 1]
+    assert os.path.exists(os.path.join(output, "best.keras"))
+    assert not os.path.exists(os.path.join(output, "model.keras"))
+    with open(os.path.join(output, "tokenizers.json")) as handle:
+        first_tokenizers = json.load(handle)
+
+    resumed = subprocess.run(_command(output), capture_output=True, text=True, timeout=150,
+                             env=_env())
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _debug_epochs(resumed.stderr) == [2, 3]  # resumed at epoch index 2, none repeated
+
+    assert _epochs(os.path.join(output, "history.csv")) == [0, 1, 2, 3]
+    with open(os.path.join(output, "summary.json")) as handle:
+        summary = json.load(handle)
+    assert summary["initial_epoch"] == 2 and summary["epochs_run"] == 2
+    assert len(summary["history"]["loss"]) == 4 and len(summary["history"]["val_loss"]) == 4
+    assert not os.path.exists(os.path.join(output, "backup"))  # removed once the run is complete
+    assert not any(".tmp-" in name for name in os.listdir(output))
+
+    from kerasseq.cli import _tokenizers_for, load_model, load_pairs
+
+    with open(os.path.join(output, "tokenizers.json")) as handle:
+        assert json.load(handle) == first_tokenizers
+    model = load_model(os.path.join(output, "model.keras"))
+    rebuilt = _tokenizers_for("cmudict", load_pairs("cmudict", "train", 40)[0])
+    for tokenizer, config, fresh in zip((model.source_tokenizer, model.target_tokenizer),
+                                        first_tokenizers, rebuilt, strict=True):
+        assert tokenizer.get_vocabulary() == fresh.get_vocabulary()
+        assert tokenizer.vocabulary == config["config"]["vocabulary"]
+    assert hasattr(load_model(os.path.join(output, "best.keras")), "decode_step")
+
+
+def test_truncate_history_keeps_one_row_per_finished_epoch(tmp_path):
+    path = str(tmp_path / "history.csv")
+    with open(path, "w") as handle:
+        handle.write("epoch,loss,val_loss\n0,3.0,2.5\n1,2.0,2.2\n1,1.9,2.1\n2,1.5,2.0\n3,1.")
+    truncate_history(path, 2)
+    assert read_history(path) == {"epoch": [0, 1], "loss": [3.0, 1.9], "val_loss": [2.5, 2.1]}
+    truncate_history(path, 0)
+    assert not os.path.exists(path)
+
+
+@pytest.mark.parametrize("argv", [["--strategy", "tpu"], ["--slow-batches", "x"]])
+def test_bad_training_options_are_argparse_errors(argv):
+    from kerasseq.cli import make_parser
+
+    with pytest.raises(SystemExit) as raised:
+        make_parser().parse_args(["train", "--output-dir", "/tmp/x", *argv])
+    assert raised.value.code == 2
+
+
+def test_slow_batches_is_hidden_and_strategy_documented():
+    from kerasseq.cli import make_parser
+
+    commands = make_parser()._subparsers._group_actions[0].choices
+    text = commands["train"].format_help()
+    assert "--strategy" in text and "--slow-batches" not in text
+    args = make_parser().parse_args(["train", "--output-dir", "/tmp/x"])
+    assert args.strategy == "default" and args.slow_batches == 0.0

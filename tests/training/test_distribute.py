@@ -1,0 +1,143 @@
+"""One training step under MirroredStrategy over 2 CPU devices == one step on one device.
+
+The CPU is split into two logical devices, which must happen before
+TensorFlow initialises its devices, so the comparison runs in a fresh
+subprocess (this test process keeps its single CPU device).
+
+The batch is split unevenly in real target tokens (7 on replica 0, 2 on
+replica 1): the step is only exact if the loss is the *global* token-mean
+(see `MaskedSparseCategoricalCrossentropy` and docs/distributed.md). Plain SGD
+is used because its update is proportional to the gradient, so a wrongly
+scaled loss shows in the weights (Adam's first step would hide it).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
+from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
+
+SCRIPT = r'''
+import json
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from kerasseq.models import build_rnn_seq2seq  # noqa: E402
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy  # noqa: E402
+from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple  # noqa: E402
+
+# Replica 0 gets rows 0-1 (7 real target tokens), replica 1 rows 2-3 (2 tokens).
+source = np.array([[5, 6, 7, 8, 9], [6, 7, 8, 9, 0], [5, 6, 0, 0, 0], [7, 0, 0, 0, 0]], "int32")
+target_in = np.array([[2, 5, 6, 7], [2, 8, 9, 0], [2, 0, 0, 0], [2, 0, 0, 0]], "int32")
+target_out = np.array([[5, 6, 7, 3], [8, 9, 3, 0], [3, 0, 0, 0], [3, 0, 0, 0]], "int32")
+
+
+def dataset(rows=4):
+    return tf.data.Dataset.from_tensor_slices(
+        ((source[:rows], target_in[:rows]), target_out[:rows])).batch(4)
+
+
+def train_one_step(strategy, initial_weights=None, dataset=dataset, evaluate=True):
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8, attention="bahdanau")
+        if initial_weights is not None:
+            model.set_weights(initial_weights)
+        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=MaskedSparseCategoricalCrossentropy(),
+                      metrics=[MaskedTokenAccuracy()])
+    initial = [w.numpy() for w in model.weights]
+    before = float(MaskedSparseCategoricalCrossentropy()(target_out, model([source, target_in])))
+    history = model.fit(dataset(), epochs=1, verbose=0).history
+    evaluated = model.evaluate(dataset(), verbose=0, return_dict=True) if evaluate else None
+    return model, initial, before, history, evaluated
+
+
+single, initial, before, single_history, single_eval = train_one_step(get_strategy("default"))
+strategy = get_strategy("mirrored", devices=["/cpu:0", "/cpu:1"])
+mirrored, _, _, mirrored_history, mirrored_eval = train_one_step(strategy, initial)
+# A batch of 3 rows does not split evenly over 2 replicas: Keras needs it padded.
+odd_single, _, _, odd_single_history, _ = train_one_step(
+    get_strategy("default"), initial, dataset=lambda: dataset(3), evaluate=False)
+odd_mirrored, _, _, odd_mirrored_history, _ = train_one_step(
+    strategy, initial, dataset=lambda: pad_batches_to_multiple(dataset(3), 2), evaluate=False)
+print(json.dumps({
+    "replicas": strategy.num_replicas_in_sync,
+    "loss_before": before,
+    "single_loss": single_history["loss"][0], "mirrored_loss": mirrored_history["loss"][0],
+    "single_eval": single_eval, "mirrored_eval": mirrored_eval,
+    "max_weight_diff": max(float(np.max(np.abs(a.numpy() - b.numpy())))
+                           for a, b in zip(single.weights, mirrored.weights)),
+    "odd_single_loss": odd_single_history["loss"][0],
+    "odd_mirrored_loss": odd_mirrored_history["loss"][0],
+    "odd_max_weight_diff": max(float(np.max(np.abs(a.numpy() - b.numpy())))
+                               for a, b in zip(odd_single.weights, odd_mirrored.weights)),
+    "max_update": max(float(np.max(np.abs(a.numpy() - b)))
+                      for a, b in zip(single.weights, initial)),
+}))
+'''
+
+
+def test_mirrored_step_matches_single_device_step():
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["replicas"] == 2
+    # The reported training loss is the global token-mean before the step ...
+    assert report["single_loss"] == pytest.approx(report["loss_before"], abs=1e-5)
+    assert report["mirrored_loss"] == pytest.approx(report["single_loss"], abs=1e-5)
+    # ... the update is the same (and not negligible) ...
+    assert report["max_update"] > 1e-2
+    assert report["max_weight_diff"] < 1e-5
+    # ... with a batch padded to a multiple of the replicas as well ...
+    assert report["odd_max_weight_diff"] < 1e-5
+    # ... and evaluation after the step agrees too.
+    for name in ("loss", "token_accuracy"):
+        assert report["mirrored_eval"][name] == pytest.approx(report["single_eval"][name], abs=1e-5)
+
+
+def test_get_strategy_names():
+    assert get_strategy("default").num_replicas_in_sync == 1
+    assert get_strategy("auto").num_replicas_in_sync == 1  # no GPU here
+    with pytest.raises(ValueError, match="name must be one of"):
+        get_strategy("tpu")
+    with pytest.raises(ValueError, match="devices applies to"):
+        get_strategy("default", devices=["/cpu:0"])
+
+
+def test_pad_batches_to_multiple_adds_neutral_rows():
+    source = np.array([[5, 6, 0], [7, 8, 9], [5, 0, 0]], "int32")
+    target_in = np.array([[2, 5], [2, 6], [2, 7]], "int32")
+    target_out = np.array([[5, 3], [6, 3], [7, 0]], "int32")
+    dataset = tf.data.Dataset.from_tensors(((source, target_in), target_out))
+    (padded_source, padded_in), padded_out = next(iter(pad_batches_to_multiple(dataset, 4)))
+    np.testing.assert_array_equal(padded_source, np.concatenate([source, [[3, 0, 0]]]))
+    np.testing.assert_array_equal(padded_in, np.concatenate([target_in, [[2, 0]]]))
+    np.testing.assert_array_equal(padded_out, np.concatenate([target_out, [[0, 0]]]))
+    logits = np.random.default_rng(0).normal(size=(4, 2, 10)).astype("float32")
+    loss = MaskedSparseCategoricalCrossentropy()
+    assert float(loss(padded_out, logits)) == pytest.approx(float(loss(target_out, logits[:3])))
+    accuracy = MaskedTokenAccuracy()
+    accuracy.update_state(padded_out, logits)
+    assert float(accuracy.result()) == pytest.approx(
+        float(np.mean(logits[:3].argmax(-1)[target_out != 0] == target_out[target_out != 0])))
+    assert pad_batches_to_multiple(dataset, 1) is dataset
+    with pytest.raises(ValueError, match="multiple must be >= 1"):
+        pad_batches_to_multiple(dataset, 0)
