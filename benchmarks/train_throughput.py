@@ -30,13 +30,13 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import kerasseq  # noqa: E402,F401  (backend check)
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
+import kerasseq  # noqa: E402,F401  (backend check)
 from kerasseq.data import (  # noqa: E402
     entries_to_pairs,
     load_cmudict,
@@ -47,7 +47,6 @@ from kerasseq.models import build_transformer_seq2seq  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy  # noqa: E402
 
 SETTINGS = {
-    #         d_model heads dff  layers batch warmup_steps measured_steps rounds
     "full": dict(d_model=128, num_heads=4, dff=512, num_layers=2, batch_size=64,
                  warmup_steps=10, steps=40, rounds=3),
     "quick": dict(d_model=128, num_heads=4, dff=512, num_layers=2, batch_size=64,

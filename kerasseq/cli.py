@@ -395,7 +395,7 @@ def command_demo(args):
     model = train(args)
     print(f"parameters: {model.count_params():,}")
     words = ["hello", "world", "keras", "sequence", "attention", "translation", "kerasseq"]
-    for word, phonemes in zip(words, model.translate(words)):
+    for word, phonemes in zip(words, model.translate(words), strict=True):
         print(f"  {word:12s} -> {phonemes}")
     print(f"model saved to {os.path.join(args.output_dir, 'model.keras')}; try:\n"
           f"  .venv/bin/kerasseq translate {args.output_dir} tensorflow --beam 4")

@@ -3,10 +3,11 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import kerasseq  # noqa: E402,F401  (checks the backend)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+import kerasseq  # noqa: E402,F401  (checks the backend)
 
 
 @pytest.fixture(autouse=True)

@@ -33,7 +33,7 @@ def check_layer(layer_cls, init_kwargs, inputs, call_kwargs=None, fit=True, atol
     clone = layer_cls.from_config(config)
     clone(*inputs, **call_kwargs)
     clone.set_weights(layer.get_weights())
-    for a, b in zip(eager, _to_numpy(clone(*inputs, **call_kwargs))):
+    for a, b in zip(eager, _to_numpy(clone(*inputs, **call_kwargs)), strict=True):
         np.testing.assert_allclose(a, b, atol=atol)
     assert clone.get_config() == config
 
@@ -45,7 +45,7 @@ def check_layer(layer_cls, init_kwargs, inputs, call_kwargs=None, fit=True, atol
     model_inputs = symbolic_inputs if len(symbolic_inputs) > 1 else symbolic_inputs[0]
     model = keras.Model(model_inputs, outputs)
     model_out = _to_numpy(model(inputs if len(inputs) > 1 else inputs[0]))
-    for a, b in zip(eager, model_out):
+    for a, b in zip(eager, model_out, strict=True):
         np.testing.assert_allclose(a, b, atol=atol)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,7 +53,7 @@ def check_layer(layer_cls, init_kwargs, inputs, call_kwargs=None, fit=True, atol
         model.save(path)
         loaded = keras.models.load_model(path)
     loaded_out = _to_numpy(loaded(inputs if len(inputs) > 1 else inputs[0]))
-    for a, b in zip(model_out, loaded_out):
+    for a, b in zip(model_out, loaded_out, strict=True):
         np.testing.assert_allclose(a, b, atol=atol)
 
     if fit and layer.trainable_weights:
@@ -64,5 +64,5 @@ def check_layer(layer_cls, init_kwargs, inputs, call_kwargs=None, fit=True, atol
         before = [w.copy() for w in head.get_weights()]
         head.fit(inputs if len(inputs) > 1 else inputs[0], target, epochs=1, verbose=0)
         after = head.get_weights()
-        assert any(not np.allclose(a, b) for a, b in zip(before, after)), "fit changed no weight"
+        assert any(not np.allclose(a, b) for a, b in zip(before, after, strict=True)), "fit changed no weight"
     return eager

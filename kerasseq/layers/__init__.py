@@ -9,8 +9,14 @@ from kerasseq.layers.global_self_attention import GlobalSelfAttention
 from kerasseq.layers.gru_decoder import GRUDecoder
 from kerasseq.layers.lstm_encoder import LSTMEncoder
 from kerasseq.layers.luong_attention import LuongAttention
-from kerasseq.layers.multi_head_attention import MultiHeadAttention, scaled_dot_product_attention
-from kerasseq.layers.positional_embedding import PositionalEmbedding, positional_encoding
+from kerasseq.layers.multi_head_attention import (
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
+from kerasseq.layers.positional_embedding import (
+    PositionalEmbedding,
+    positional_encoding,
+)
 from kerasseq.layers.transformer_decoder_block import TransformerDecoderBlock
 from kerasseq.layers.transformer_encoder_block import TransformerEncoderBlock
 

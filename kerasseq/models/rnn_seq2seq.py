@@ -4,7 +4,11 @@ import keras
 from keras import ops
 
 from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
-from kerasseq.models.base import Seq2SeqModel, deserialize_tokenizer, serialize_tokenizer
+from kerasseq.models.base import (
+    Seq2SeqModel,
+    deserialize_tokenizer,
+    serialize_tokenizer,
+)
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")

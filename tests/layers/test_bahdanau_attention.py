@@ -46,7 +46,7 @@ def test_precomputed_keys_give_the_same_result():
     query, values = rng.normal(size=(2, 5)), rng.normal(size=(2, 4, 3))
     a = attention(query, values)
     b = attention(query, values, keys=attention.precompute_keys(values))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-7)
 
 
