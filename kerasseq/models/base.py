@@ -32,6 +32,39 @@ def serialize_tokenizer(tokenizer):
     return None if tokenizer is None else keras.saving.serialize_keras_object(tokenizer)
 
 
+def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer):
+    """Vocabulary sizes given directly or taken from the tokenizers, validated.
+
+    Returns:
+        `(source_vocab_size, target_vocab_size)`, ints >= 5 (4 reserved ids and
+        at least one token).
+    """
+    sizes = {}
+    for side, size, tokenizer in (("source", source_vocab_size, source_tokenizer),
+                                  ("target", target_vocab_size, target_tokenizer)):
+        name = f"{side}_vocab_size"
+        if size is None:
+            if tokenizer is None:
+                raise ValueError(f"Pass {name} or {side}_tokenizer.")
+            size = tokenizer.vocabulary_size
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 5:
+            raise ValueError(
+                f"{name} must be an int >= 5 (4 reserved ids + at least one token). "
+                f"Received: {name}={size!r}"
+            )
+        sizes[side] = int(size)
+    return sizes["source"], sizes["target"]
+
+
+def check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size):
+    if share_embeddings and source_vocab_size != target_vocab_size:
+        raise ValueError(
+            "share_embeddings=True needs one vocabulary for source and target. "
+            f"Received: source_vocab_size={source_vocab_size}, "
+            f"target_vocab_size={target_vocab_size}"
+        )
+
+
 def pad_to_multiple(source_ids, multiple):
     """Right-pad `(batch_size, source_length)` ids with 0 to a multiple of `multiple`.
 

@@ -6,7 +6,9 @@ from keras import ops
 from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
 from kerasseq.models.base import (
     Seq2SeqModel,
+    check_shared_vocabulary,
     deserialize_tokenizer,
+    resolve_vocab_sizes,
     serialize_tokenizer,
 )
 
@@ -57,12 +59,7 @@ class RNNSeq2Seq(Seq2SeqModel):
     ):
         source_tokenizer = deserialize_tokenizer(source_tokenizer)
         target_tokenizer = deserialize_tokenizer(target_tokenizer)
-        if share_embeddings and source_vocab_size != target_vocab_size:
-            raise ValueError(
-                "share_embeddings=True needs one vocabulary for source and target. "
-                f"Received: source_vocab_size={source_vocab_size}, "
-                f"target_vocab_size={target_vocab_size}"
-            )
+        check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)
         encoder_units = encoder_units or units
         shared = (
             keras.layers.Embedding(source_vocab_size, embedding_dim, name="shared_embedding")
@@ -201,20 +198,9 @@ def build_rnn_seq2seq(
     >>> model = build_rnn_seq2seq(40, 50, embedding_dim=16, units=32)
     >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     """
-    if source_vocab_size is None:
-        if source_tokenizer is None:
-            raise ValueError("Pass source_vocab_size or source_tokenizer.")
-        source_vocab_size = source_tokenizer.vocabulary_size
-    if target_vocab_size is None:
-        if target_tokenizer is None:
-            raise ValueError("Pass target_vocab_size or target_tokenizer.")
-        target_vocab_size = target_tokenizer.vocabulary_size
-    for name, value in (("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 5:
-            raise ValueError(
-                f"{name} must be an int >= 5 (4 reserved ids + at least one token). "
-                f"Received: {name}={value!r}"
-            )
+    source_vocab_size, target_vocab_size = resolve_vocab_sizes(
+        source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer
+    )
     return RNNSeq2Seq(
         source_vocab_size, target_vocab_size, embedding_dim=embedding_dim, units=units,
         attention=attention, source_tokenizer=source_tokenizer,

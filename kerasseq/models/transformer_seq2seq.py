@@ -12,7 +12,9 @@ from kerasseq.layers import (
 )
 from kerasseq.models.base import (
     Seq2SeqModel,
+    check_shared_vocabulary,
     deserialize_tokenizer,
+    resolve_vocab_sizes,
     serialize_tokenizer,
 )
 
@@ -381,12 +383,7 @@ def _check_positive_int(name, value, minimum=1):
 
 def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                      dff, dropout, max_length, share_embeddings):
-    for name, value in (("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 5:
-            raise ValueError(
-                f"{name} must be an int >= 5 (4 reserved ids + at least one token). "
-                f"Received: {name}={value!r}"
-            )
+    resolve_vocab_sizes(source_vocab_size, target_vocab_size, None, None)
     for name, value in (("num_layers", num_layers), ("d_model", d_model), ("num_heads", num_heads),
                         ("dff", dff), ("max_length", max_length)):
         _check_positive_int(name, value)
@@ -397,12 +394,7 @@ def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, 
         )
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout!r}")
-    if share_embeddings and source_vocab_size != target_vocab_size:
-        raise ValueError(
-            "share_embeddings=True needs one vocabulary for source and target. "
-            f"Received: source_vocab_size={source_vocab_size}, "
-            f"target_vocab_size={target_vocab_size}"
-        )
+    check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)
 
 
 def build_transformer_seq2seq(
@@ -452,14 +444,9 @@ def build_transformer_seq2seq(
     >>> model = build_transformer_seq2seq(40, 50, num_layers=1, d_model=32, num_heads=4, dff=64)
     >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     """
-    if source_vocab_size is None:
-        if source_tokenizer is None:
-            raise ValueError("Pass source_vocab_size or source_tokenizer.")
-        source_vocab_size = source_tokenizer.vocabulary_size
-    if target_vocab_size is None:
-        if target_tokenizer is None:
-            raise ValueError("Pass target_vocab_size or target_tokenizer.")
-        target_vocab_size = target_tokenizer.vocabulary_size
+    source_vocab_size, target_vocab_size = resolve_vocab_sizes(
+        source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer
+    )
     _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                      dff, dropout, max_length, share_embeddings)
     return TransformerSeq2Seq(
