@@ -1,0 +1,305 @@
+"""Decoding speed: kerasseq's cached greedy / beam search vs keras-hub and no-cache loops.
+
+Every method decodes the same batch with the same (untrained, randomly
+initialised) `build_transformer_seq2seq` model:
+
+- kerasseq `greedy` and `beam_search(num_beams=4)`, `jit_compile` off and on,
+  driven by the model's cached `decode_step`;
+- `keras_hub.samplers.BeamSampler(num_beams=4)` driven by the SAME cached
+  `decode_step` (the kerasseq state dict is passed as keras-hub's `cache`; the
+  sampler tiles and reorders every tensor of the nested structure), inside one
+  `tf.function`, `jit_compile` off and on;
+- the tutorials' no-cache greedy loop: a `tf.function` that at every step
+  re-runs the teacher-forced model `model([source_ids, prefix])` on the whole
+  prefix (the encoder included, as in the TensorFlow Transformer tutorial) and
+  takes the arg-max at the last position;
+- a no-cache beam-4: `BeamSampler(4)` whose `next` re-runs
+  `model([source_ids, prompt[:, :index]])` on the whole prefix.
+
+Equal work. Every method generates exactly `N = max_length - 1` tokens per
+sentence: the output bias of the end token (and of the padding id 0) is set to
+-1e4 so that no search ever picks them, and kerasseq's searches also get
+`min_length = N`. Without end tokens every beam search is a plain beam search,
+so kerasseq's best beam should equal keras-hub's top beam (checked below), and
+the cached greedy output should equal the no-cache greedy output.
+
+Timing. Each timed call includes `encode` (a `tf.function`) for the cached
+methods; the no-cache loops re-run the encoder at every step by design. Each
+method is called once to trace / compile (reported as "first call"), then the
+methods are timed in `R` interleaved rounds and the median is reported.
+Throughput counts the `batch * N` tokens of the returned sentences (beam
+searches do ~4x the model work for the same count).
+
+Memory. `tf.config.experimental.get_memory_info("CPU:0")` returns zeros on
+CPU, so the table shows the peak resident set size (RSS, sampled every 2 ms
+from /proc/self/statm) during a timed call minus the RSS just before it. TF's
+allocator keeps freed memory, so this is a rough upper-level indicator of the
+transient working set, not an exact allocation count.
+
+Usage:
+
+    .venv/bin/python benchmarks/decode_speed.py            # full: d_model 256, 3 layers
+    .venv/bin/python benchmarks/decode_speed.py --quick    # small model, < 3 minutes
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import kerasseq  # noqa: E402,F401  (backend check)
+from kerasseq.decoding import beam_search, greedy  # noqa: E402
+from kerasseq.models import build_transformer_seq2seq  # noqa: E402
+
+SETTINGS = {
+    "full": dict(num_layers=3, d_model=256, num_heads=4, dff=1024, vocab_size=1000,
+                 batch_size=32, source_length=20, max_length=32, repeats=5),
+    "quick": dict(num_layers=2, d_model=64, num_heads=4, dff=256, vocab_size=200,
+                  batch_size=32, source_length=20, max_length=32, repeats=5),
+}
+PAD_ID, START_ID, END_ID = 0, 1, 2
+NUM_BEAMS = 4
+
+
+class PeakRSS:
+    """Samples the process RSS in a thread; `peak - baseline` in MiB."""
+
+    def __init__(self, interval=0.002):
+        self.interval = interval
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    def rss(self):
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * self.page
+
+    def __enter__(self):
+        self.baseline = self.peak = self.rss()
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self):
+        while self.running:
+            self.peak = max(self.peak, self.rss())
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc):
+        self.running = False
+        self.thread.join()
+        self.peak = max(self.peak, self.rss())
+
+    @property
+    def growth_mib(self):
+        return (self.peak - self.baseline) / 2**20
+
+
+def build_model(settings):
+    keras.utils.set_random_seed(0)
+    model = build_transformer_seq2seq(
+        settings["vocab_size"], settings["vocab_size"], num_layers=settings["num_layers"],
+        d_model=settings["d_model"], num_heads=settings["num_heads"], dff=settings["dff"],
+        dropout=0.0, max_length=settings["max_length"],
+    )
+    # Random weights; make the end and padding tokens unreachable so that every
+    # method generates exactly max_length - 1 tokens.
+    bias = model.output_projection.bias
+    value = bias.numpy()
+    value[[PAD_ID, END_ID]] = -1e4
+    # Small random bias so that the arg-max is not dominated by ties.
+    value[3:] = np.random.default_rng(0).normal(0.0, 0.5, size=value.shape[0] - 3)
+    bias.assign(value)
+    return model
+
+
+def make_methods(model, num_new):
+    """name -> (function(source_ids) -> tokens (batch, num_new) best first, jit)."""
+    encode = tf.function(model.encode)
+    step_fn = model.decode_step
+
+    def kerasseq_greedy(jit):
+        def run(source_ids):
+            state = encode(source_ids)
+            ids, _, _ = greedy(step_fn, state, source_ids.shape[0], START_ID, END_ID,
+                               max_length=num_new, min_length=num_new, jit_compile=jit)
+            return ids
+        return run
+
+    def kerasseq_beam(jit):
+        def run(source_ids):
+            state = encode(source_ids)
+            ids, _, _ = beam_search(step_fn, state, source_ids.shape[0], START_ID, END_ID,
+                                    num_beams=NUM_BEAMS, max_length=num_new,
+                                    min_length=num_new, jit_compile=jit)
+            return ids[:, 0]
+        return run
+
+    def hub_prompt(source_ids):
+        batch = tf.shape(source_ids)[0]
+        start = tf.fill([batch, 1], START_ID)
+        return tf.concat([start, tf.zeros([batch, num_new], tf.int32)], axis=1)
+        # (batch, num_new + 1): start token at position 0, generate from index 1
+
+    def hub_beam_cached(jit):
+        sampler = keras_hub.samplers.BeamSampler(num_beams=NUM_BEAMS)
+
+        def next_fn(prompt, cache, index):
+            token = prompt[:, index - 1]  # (rows,)
+            logits, cache = step_fn(token, cache, index - 1)
+            return logits, None, cache
+
+        @tf.function(jit_compile=jit)
+        def run_graph(source_ids):
+            return sampler(next_fn, hub_prompt(source_ids), cache=model.encode(source_ids),
+                           index=1)
+
+        return lambda source_ids: run_graph(source_ids)[:, 1:]
+
+    @tf.function
+    def nocache_greedy(source_ids):
+        batch = tf.shape(source_ids)[0]
+        output = tf.TensorArray(tf.int32, size=num_new + 1)
+        output = output.write(0, tf.fill([batch], START_ID))
+        for i in tf.range(num_new):
+            prefix = tf.transpose(output.stack()[: i + 1])  # (batch, i + 1)
+            logits = model([source_ids, prefix], training=False)  # (batch, i + 1, vocab)
+            output = output.write(i + 1, tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32))
+        return tf.transpose(output.stack())[:, 1:]
+
+    nocache_sampler = keras_hub.samplers.BeamSampler(num_beams=NUM_BEAMS)
+
+    def nocache_next(prompt, cache, index):
+        logits = model([cache["source_ids"], prompt[:, :index]], training=False)
+        return logits[:, -1], None, cache
+
+    @tf.function
+    def nocache_beam(source_ids):
+        return nocache_sampler(nocache_next, hub_prompt(source_ids),
+                               cache={"source_ids": source_ids}, index=1)[:, 1:]
+
+    return {
+        "kerasseq greedy": (kerasseq_greedy(False), False),
+        "kerasseq greedy XLA": (kerasseq_greedy(True), True),
+        "kerasseq beam-4": (kerasseq_beam(False), False),
+        "kerasseq beam-4 XLA": (kerasseq_beam(True), True),
+        "keras-hub BeamSampler-4 (cached)": (hub_beam_cached(False), False),
+        "keras-hub BeamSampler-4 (cached) XLA": (hub_beam_cached(True), True),
+        "no-cache greedy (tutorial loop)": (nocache_greedy, False),
+        "no-cache beam-4 (BeamSampler)": (nocache_beam, False),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small model, < 1 minute")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (median)")
+    parser.add_argument("--skip", default="", help="comma-separated substrings of methods to skip")
+    args = parser.parse_args(argv)
+    settings = dict(SETTINGS["quick" if args.quick else "full"])
+    if args.repeats:
+        settings["repeats"] = args.repeats
+    num_new = settings["max_length"] - 1
+    batch = settings["batch_size"]
+
+    wall_start = time.perf_counter()
+    model = build_model(settings)
+    rng = np.random.default_rng(1)
+    source_ids = rng.integers(3, settings["vocab_size"], size=(batch, settings["source_length"]))
+    source_ids = tf.constant(source_ids, tf.int32)
+    skip = [s for s in args.skip.split(",") if s]
+    methods = {name: fn for name, fn in make_methods(model, num_new).items()
+               if not any(s in name for s in skip)}
+
+    print(f"model: {settings['num_layers']} layers, d_model {settings['d_model']}, "
+          f"{settings['num_heads']} heads, dff {settings['dff']}, vocab {settings['vocab_size']}, "
+          f"{model.count_params():,} parameters (random weights)")
+    print(f"batch {batch}, source length {settings['source_length']}, exactly {num_new} new "
+          f"tokens per sentence (end/pad tokens made unreachable, min_length={num_new}), "
+          f"{settings['repeats']} timed rounds, median reported")
+    print(f"load average before: {os.getloadavg()}", flush=True)
+
+    first_call, outputs = {}, {}
+    for name, (fn, _) in methods.items():
+        start = time.perf_counter()
+        outputs[name] = np.asarray(fn(source_ids))
+        first_call[name] = time.perf_counter() - start
+        print(f"  first call {name}: {first_call[name]:.1f} s", flush=True)
+
+    times = {name: [] for name in methods}
+    memory = {name: 0.0 for name in methods}
+    for _ in range(settings["repeats"]):
+        for name, (fn, _) in methods.items():
+            with PeakRSS() as rss:
+                start = time.perf_counter()
+                np.asarray(fn(source_ids))
+                times[name].append(time.perf_counter() - start)
+            memory[name] = max(memory[name], rss.growth_mib)
+
+    median = {name: statistics.median(t) for name, t in times.items()}
+    tokens = batch * num_new
+    header = ("| method | first call s | median s | sentences/s | tokens/s | peak RSS growth MiB |\n"
+              "|---|---:|---:|---:|---:|---:|")
+    print()
+    print(header)
+    for name in methods:
+        print(f"| {name} | {first_call[name]:.1f} | {median[name]:.3f} | "
+              f"{batch / median[name]:,.1f} | {tokens / median[name]:,.0f} | {memory[name]:.1f} |")
+
+    def best(*names):
+        present = [n for n in names if n in median]
+        return min(present, key=median.get) if present else None
+
+    def ratio(label, numerator, denominator, goal):
+        if numerator and denominator:
+            print(f"- {label}: {median[numerator] / median[denominator]:.2f}x "
+                  f"({numerator} / {denominator}; goal {goal})")
+
+    ks_beam = best("kerasseq beam-4", "kerasseq beam-4 XLA")
+    ks_greedy = best("kerasseq greedy", "kerasseq greedy XLA")
+    hub_beam = best("keras-hub BeamSampler-4 (cached)", "keras-hub BeamSampler-4 (cached) XLA")
+    print("\nratios of median times (best jit setting of each):")
+    ratio("keras-hub beam time / kerasseq beam time", hub_beam, ks_beam, ">= 3")
+    for jit in ("", " XLA"):
+        ratio(f"  same jit{jit or ' off'}", "keras-hub BeamSampler-4 (cached)" + jit,
+              "kerasseq beam-4" + jit, ">= 3")
+    ratio("no-cache greedy time / kerasseq greedy time", "no-cache greedy (tutorial loop)",
+          ks_greedy, ">= 10")
+    ratio("no-cache beam-4 time / kerasseq beam-4 time", "no-cache beam-4 (BeamSampler)",
+          ks_beam, "-")
+    ratio("kerasseq beam-4 time / kerasseq greedy time", ks_beam, ks_greedy, "<= 4")
+    for jit in ("", " XLA"):
+        ratio(f"  same jit{jit or ' off'}", "kerasseq beam-4" + jit, "kerasseq greedy" + jit, "<= 4")
+
+    print("\noutput checks:")
+    for name, out in outputs.items():
+        print(f"- {name}: shape {out.shape}, end/pad tokens present: "
+              f"{bool(np.isin(out, [PAD_ID, END_ID]).any())}")
+
+    def agree(a, b):
+        if a in outputs and b in outputs:
+            rows = np.mean(np.all(outputs[a] == outputs[b], axis=1))
+            print(f"- {a} == {b}: {rows:.0%} of sentences identical")
+
+    agree("kerasseq beam-4", "keras-hub BeamSampler-4 (cached)")
+    agree("kerasseq beam-4 XLA", "keras-hub BeamSampler-4 (cached) XLA")
+    agree("kerasseq beam-4", "no-cache beam-4 (BeamSampler)")
+    agree("kerasseq beam-4", "kerasseq beam-4 XLA")
+    agree("kerasseq greedy", "no-cache greedy (tutorial loop)")
+    agree("kerasseq greedy", "kerasseq greedy XLA")
+    print(f"\nload average after: {os.getloadavg()}; wall time "
+          f"{time.perf_counter() - wall_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
