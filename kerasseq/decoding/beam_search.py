@@ -324,7 +324,7 @@ def _beam_step(step_fn, config, batch_size, beams, state):
         tf.gather(candidates.parents, alive_order, batch_dims=1), num_beams
     )  # (batch_size * num_beams,)
     new_state = {
-        name: tf.gather(tensor, flat_parents)  # (batch_size * num_beams, ...)
+        name: _reorder(tensor, state[name], flat_parents)  # (batch_size * num_beams, ...)
         for name, tensor in new_state.items()
     }
     alive_sequences = tf.gather(candidates.sequences, alive_order, batch_dims=1)
@@ -341,6 +341,20 @@ def _beam_step(step_fn, config, batch_size, beams, state):
         **finished,
     )
     return beams._replace(row_done=_rows_done(config, beams)), new_state
+
+
+def _reorder(tensor, previous, flat_parents):
+    """Move each beam's state tensor to the rows of its surviving children.
+
+    A tensor that the step function passed through unchanged (the very same
+    tensor, e.g. encoder outputs or cross-attention keys/values) was tiled from
+    one row and is identical across that row's beams; parents are always
+    chosen within the row, so the gather would copy it onto itself and is
+    skipped.
+    """
+    if tensor is previous:
+        return tensor
+    return tf.gather(tensor, flat_parents)  # (batch_size * num_beams, ...)
 
 
 _Candidates = collections.namedtuple(
