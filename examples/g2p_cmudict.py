@@ -47,6 +47,7 @@ from kerasseq.models import build_rnn_seq2seq  # noqa: E402
 from kerasseq.training import (  # noqa: E402
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,
+    TimeLimit,
     TransformerSchedule,
 )
 
@@ -118,6 +119,9 @@ def make_parser():
     parser.add_argument("--patience", type=int, default=3,
                         help="early stopping: epochs without a better dev loss")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--label-smoothing", type=float, default=0.0)
+    parser.add_argument("--time-limit-minutes", type=float, default=None,
+                        help="stop training after this much wall-clock time")
     parser.add_argument("--max-train-examples", type=int, default=None)
     parser.add_argument("--dev-words", type=int, default=None,
                         help="dev words decoded for WER/PER (default: all 6,302)")
@@ -152,7 +156,8 @@ def main(argv=None):
           f"{target_tokenizer.vocabulary_size} phonemes (with 4 reserved ids)")
 
     model, optimizer = build_model(args, source_tokenizer, target_tokenizer)
-    model.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(),
+    model.compile(optimizer=optimizer,
+                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
                   metrics=[MaskedTokenAccuracy()])
     train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
                               batch_size=args.batch_size, seed=args.seed,
@@ -165,6 +170,8 @@ def main(argv=None):
                                       restore_best_weights=True),
         keras.callbacks.CSVLogger(os.path.join(args.output_dir, "history.csv")),
     ]
+    if args.time_limit_minutes:
+        callbacks.append(TimeLimit(args.time_limit_minutes * 60))
     started = time.time()
     history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
                         steps_per_epoch=steps_per_epoch, callbacks=callbacks,

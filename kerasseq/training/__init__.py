@@ -1,6 +1,10 @@
 """Losses, metrics, schedules and callbacks for teacher-forced training."""
 
-from kerasseq.training.callbacks import ScheduledSampling, teacher_forcing_probability
+from kerasseq.training.callbacks import (
+    ScheduledSampling,
+    TimeLimit,
+    teacher_forcing_probability,
+)
 from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
 from kerasseq.training.metrics import MaskedTokenAccuracy
 from kerasseq.training.schedules import TransformerSchedule
@@ -9,6 +13,7 @@ __all__ = [
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
     "ScheduledSampling",
+    "TimeLimit",
     "TransformerSchedule",
     "teacher_forcing_probability",
 ]

@@ -1,6 +1,7 @@
 """Keras callbacks for sequence training."""
 
 import math
+import time
 
 import keras
 
@@ -96,3 +97,35 @@ class ScheduledSampling(keras.callbacks.Callback):
         if self.update == "batch":
             self._set(self._batches_seen)
             self._batches_seen += 1
+
+
+class TimeLimit(keras.callbacks.Callback):
+    """Stops `fit` after a wall-clock budget, at the end of the running batch.
+
+    Useful to compare models trained for the same time rather than the same
+    number of epochs. `stopped_at_epoch` records where it stopped (None if the
+    budget was not used up).
+
+    Args:
+        seconds: float > 0, the training time budget.
+    """
+
+    def __init__(self, seconds):
+        super().__init__()
+        if not seconds > 0:
+            raise ValueError(f"seconds must be > 0. Received: seconds={seconds!r}")
+        self.seconds = float(seconds)
+        self.stopped_at_epoch = None
+        self._epoch = 0
+        self._started = None
+
+    def on_train_begin(self, logs=None):
+        self._started = time.monotonic()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self._started >= self.seconds:
+            self.model.stop_training = True
+            self.stopped_at_epoch = self._epoch

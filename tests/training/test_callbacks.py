@@ -46,3 +46,19 @@ def test_bad_callback_arguments():
         ScheduledSampling(schedule="cosine")
     with pytest.raises(ValueError, match="decay"):
         ScheduledSampling(schedule="exponential", decay=2.0)
+
+
+def test_time_limit_stops_fit_early():
+    from kerasseq.training import TimeLimit
+
+    model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8)
+    model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    source = np.array([[5, 6, 7]] * 4)
+    target_in = np.array([[2, 8, 9]] * 4)
+    target_out = np.array([[8, 9, 3]] * 4)
+    limit = TimeLimit(seconds=1e-9)
+    history = model.fit([source, target_in], target_out, epochs=50, batch_size=2, verbose=0,
+                        callbacks=[limit])
+    assert len(history.history["loss"]) == 1 and limit.stopped_at_epoch == 0
+    with pytest.raises(ValueError, match="seconds"):
+        TimeLimit(0)
