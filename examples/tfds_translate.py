@@ -38,6 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from kerasseq.data import TextTokenizer, make_dataset  # noqa: E402
+from kerasseq.data.tfds import load_tfds_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf  # noqa: E402
 from kerasseq.models import build_rnn_seq2seq  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy  # noqa: E402
@@ -46,33 +47,8 @@ DATASET = "ted_hrlr_translate/pt_to_en"
 
 
 def load_pairs(split, data_dir=None, limit=None, max_words=None, dataset=DATASET):
-    """`(source, target)` str pairs of one TFDS split.
-
-    Args:
-        split: a TFDS split name or slice ("train", "validation[:500]", ...).
-        data_dir: TFDS data directory (None = the TFDS default).
-        limit: optional int, keep at most this many pairs (after filtering).
-        max_words: optional int, drop pairs with more words on either side.
-        dataset: TFDS name of a supervised translation dataset.
-
-    Returns:
-        list of `(source, target)` str pairs, in the order of the split.
-    """
-    import tensorflow_datasets as tfds
-
-    examples = tfds.load(dataset, split=split, as_supervised=True, data_dir=data_dir,
-                         shuffle_files=False)
-    pairs = []
-    for source, target in examples.as_numpy_iterator():  # bytes, bytes
-        source, target = source.decode("utf-8").strip(), target.decode("utf-8").strip()
-        if not source or not target:
-            continue
-        if max_words is not None and max(len(source.split()), len(target.split())) > max_words:
-            continue
-        pairs.append((source, target))
-        if limit is not None and len(pairs) >= limit:
-            break
-    return pairs
+    """`(source, target)` str pairs of one TFDS split (see `load_tfds_pairs`)."""
+    return load_tfds_pairs(dataset, split, data_dir=data_dir, limit=limit, max_words=max_words)
 
 
 @contextlib.contextmanager

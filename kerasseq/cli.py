@@ -45,7 +45,29 @@ def load_pairs(dataset, split, limit=None):
         for source, target in pairs:
             references.setdefault(source, []).append(target)
         return pairs, references
-    raise CLIError(f"--dataset must be 'cmudict' or 'tsv:PATH'. Received: {dataset!r}")
+    if dataset.startswith("tfds:"):
+        pairs = _load_tfds(dataset, split, limit)
+        references = {}
+        for source, target in pairs:
+            references.setdefault(source, []).append(target)
+        return pairs, references
+    raise CLIError(
+        f"--dataset must be 'cmudict', 'tsv:PATH' or 'tfds:NAME'. Received: {dataset!r}"
+    )
+
+
+def _load_tfds(dataset, split, limit):
+    """Pairs of a TFDS translation dataset; train/dev/test = train/validation/test."""
+    from kerasseq.data.tfds import TFDS_SPLITS, load_tfds_pairs
+
+    if split not in TFDS_SPLITS:
+        raise CLIError(f"--split must be train, dev or test. Received: {split!r}")
+    try:
+        return load_tfds_pairs(dataset[5:], TFDS_SPLITS[split], limit=limit)
+    except Exception as error:  # noqa: BLE001  (download, name or format problems: one line)
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CLIError(f"--dataset {dataset}: could not load split {TFDS_SPLITS[split]!r}: "
+                       f"{message}") from None
 
 
 def _spread_sample(items, limit):
@@ -358,11 +380,23 @@ def command_translate(args):
 def command_evaluate(args):
     model = load_model(args.model_dir)
     _, references = load_pairs(args.dataset, args.split, args.limit)
-    words = list(references)
+    sources = list(references)
     search = _search_kwargs(args)
     search.pop("num_return", None)
-    rates = evaluate_g2p(model, words, [references[w] for w in words], verbose=1, **search)
+    if args.dataset == "cmudict":
+        rates = evaluate_g2p(model, sources, [references[w] for w in sources], verbose=1, **search)
+    else:
+        rates = evaluate_translation(model, sources, [references[s] for s in sources], **search)
     print(json.dumps({"split": args.split, **rates}))
+
+
+def evaluate_translation(model, sources, references, method="greedy", batch_size=64, **search):
+    """Corpus BLEU and chrF (sacreBLEU) of the model's translations, with a progress bar."""
+    from kerasseq.evaluation import corpus_bleu, corpus_chrf
+
+    hypotheses = model.translate(sources, method=method, batch_size=batch_size, verbose=1, **search)
+    return {"bleu": corpus_bleu(hypotheses, references),
+            "chrf": corpus_chrf(hypotheses, references), "sentences": len(sources)}
 
 
 def command_export(args):
@@ -414,7 +448,8 @@ def _positive_int(text):
 
 
 def _add_model_arguments(parser, epochs, max_train, evaluate_words):
-    parser.add_argument("--dataset", default="cmudict", help="cmudict (default) or tsv:PATH")
+    parser.add_argument("--dataset", default="cmudict",
+                        help="cmudict (default), tsv:PATH or tfds:NAME (e.g. tfds:ted_hrlr_translate/pt_to_en)")
     parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"])
     parser.add_argument("--attention", default="bahdanau",
                         choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"])

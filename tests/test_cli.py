@@ -92,3 +92,37 @@ def test_tsv_dataset_trains(tmp_path):
                       "--output-dir", output, *TINY)
     assert result.returncode == 0, result.stderr[-2000:]
     assert kerasseq("translate", output, "go 3").returncode == 0
+
+
+def test_tsv_evaluate_reports_bleu_and_chrf(tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"go {i}\tve {i}\n" for i in range(60)), encoding="utf-8")
+    output = str(tmp_path / "tsv_bleu")
+    assert kerasseq("train", "--dataset", f"tsv:{pairs}", "--epochs", "1", "--output-dir", output,
+                    *TINY).returncode == 0
+    result = kerasseq("evaluate", output, "--dataset", f"tsv:{pairs}", "--split", "dev")
+    assert result.returncode == 0, result.stderr[-2000:]
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert scores["sentences"] == 3 and 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100
+
+
+def test_tfds_dataset_offline_with_mock_data(tmp_path, capsys):
+    import tensorflow_datasets as tfds
+
+    from kerasseq.cli import main
+
+    output = str(tmp_path / "tfds_model")
+    dataset = "tfds:ted_hrlr_translate/pt_to_en"
+    with tfds.testing.mock_data(num_examples=24, policy=tfds.testing.MockPolicy.USE_CODE):
+        assert main(["train", "--dataset", dataset, "--epochs", "1", "--output-dir", output,
+                     "--max-target-length", "64", *TINY]) == 0
+        assert main(["evaluate", output, "--dataset", dataset, "--split", "dev",
+                     "--limit", "5"]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scores["sentences"] >= 1 and 0 <= scores["bleu"] <= 100
+
+
+def test_unknown_tfds_dataset_is_one_line_error():
+    result = kerasseq("train", "--dataset", "tfds:no_such_dataset_xyz", "--output-dir", "/tmp/x")
+    assert result.returncode == 2
+    assert "could not load" in result.stderr.strip().splitlines()[-1]
