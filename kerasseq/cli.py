@@ -224,12 +224,20 @@ def train(args):
     backup = AtomicBackupAndRestore(os.path.join(args.output_dir, "backup"), delete_checkpoint=False)
     completed_epochs = backup.completed_epochs()
     tokenizers_path = os.path.join(args.output_dir, "tokenizers.json")
+    source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
     if completed_epochs and os.path.exists(tokenizers_path):
         with open(tokenizers_path) as handle:  # the vocabularies the backup was trained with
-            source_tokenizer, target_tokenizer = (
-                keras.saving.deserialize_keras_object(config) for config in json.load(handle))
+            saved = [keras.saving.deserialize_keras_object(config) for config in json.load(handle)]
+        for side, fresh, old in zip(("source", "target"), (source_tokenizer, target_tokenizer),
+                                    saved, strict=True):
+            if fresh.get_vocabulary() != old.get_vocabulary():
+                raise CLIError(
+                    f"{args.output_dir!r} holds an interrupted run trained with a different "
+                    f"{side} vocabulary ({old.vocabulary_size} tokens; this data gives "
+                    f"{fresh.vocabulary_size}): was --dataset changed? Use a new --output-dir."
+                )
+        source_tokenizer, target_tokenizer = saved
     else:
-        source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
         write_text_atomically(tokenizers_path, json.dumps(
             [keras.saving.serialize_keras_object(tokenizer)
              for tokenizer in (source_tokenizer, target_tokenizer)]))

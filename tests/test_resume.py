@@ -78,6 +78,15 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
     with open(os.path.join(output, "tokenizers.json")) as handle:
         first_tokenizers = json.load(handle)
 
+    # Resuming with other data (hence other vocabularies) is refused, in one line.
+    other = tmp_path / "other.tsv"
+    other.write_text("".join(f"xyz {i}\tqrs {i}\n" for i in range(40)), encoding="utf-8")
+    mismatched = subprocess.run(
+        [*_command(output), "--dataset", f"tsv:{other}"], capture_output=True, text=True,
+        timeout=150, env=_env())
+    assert mismatched.returncode == 2
+    assert "different source vocabulary" in mismatched.stderr.strip().splitlines()[-1]
+
     resumed = subprocess.run(_command(output), capture_output=True, text=True, timeout=150,
                              env=_env())
     assert resumed.returncode == 0, resumed.stderr[-3000:]
