@@ -128,6 +128,9 @@ def make_parser():
     parser.add_argument("--num-beams", type=int, default=5)
     parser.add_argument("--evaluate-test", action="store_true",
                         help="also score the 12,604 test words (once, at the very end)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads TensorFlow may use (intra- and inter-op); "
+                             "default: TensorFlow's choice (all cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
     parser.add_argument("--smoke", action="store_true",
@@ -143,6 +146,11 @@ def main(argv=None):
         args.embedding_dim, args.units, args.num_beams = 16, 32, 2
         args.num_layers, args.d_model, args.num_heads, args.dff = 1, 32, 2, 64
         steps_per_epoch = 3
+    if args.threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     keras.utils.set_random_seed(args.seed)
     train_entries, dev_entries = load_cmudict("train"), load_cmudict("dev")
     train_pairs = entries_to_pairs(train_entries)[: args.max_train_examples]
@@ -187,6 +195,8 @@ def main(argv=None):
         "train_pairs": len(train_pairs),
         "epochs_run": len(history.history["loss"]),
         "train_seconds": round(train_seconds, 1),
+        "threads": args.threads,
+        "arguments": {k: v for k, v in vars(args).items() if k != "smoke"},
         "best_dev_loss": float(min(history.history["val_loss"])),
         "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams),
     }

@@ -116,3 +116,28 @@ def test_german_pieces_to_text():
     module = load_example("german_to_english_ding")
     assert module.pieces_to_text("i don ' t think so , re ##ally .") == "i don't think so, really."
     assert module.pieces_to_text("##y well - known !") == "y well-known!"
+
+
+def test_information_bottleneck_smoke(tmp_path):
+    module = load_example("information_bottleneck")
+    summary = module.main(["--smoke", "--output-dir", str(tmp_path)])
+    assert summary["train_pairs"] == 256 and summary["test_pairs"] == 64
+    models = summary["models"]
+    assert [result["attention"] for result in models.values()] == [None, "bahdanau"]
+    for result in models.values():
+        assert 0.0 <= result["exact_match"] <= 1.0 and result["character_error_rate"] >= 0.0
+        assert [row["bucket"] for row in result["by_length"]][-1] == "26+"
+        assert sum(row["count"] for row in result["by_length"]) == 64
+    assert (tmp_path / "bottleneck_by_length.png").stat().st_size > 0
+    assert json.loads((tmp_path / "results.json").read_text())["table"] == summary["table"]
+
+
+def test_information_bottleneck_pairs():
+    module = load_example("information_bottleneck")
+    train = module.make_pairs(200, seed=0)
+    test = module.make_pairs(50, seed=1, exclude=[source for source, _ in train])
+    assert train == module.make_pairs(200, seed=0)
+    assert not {source for source, _ in train} & {source for source, _ in test}
+    assert all(2 <= len(source) <= 30 and target == " ".join(reversed(source))
+               for source, target in train + test)
+    assert module.reverse_target("abc") == "c b a"
