@@ -29,8 +29,16 @@ lint: install
 clean:
 	rm -rf $(VENV) runs build *.egg-info
 
-# Optional data for examples/german_to_english_ding.py (Debian/Ubuntu, needs root).
-# Not a dependency of `make test`: the German example's smoke test skips without it.
+# Optional system data for the examples (Debian/Ubuntu, needs root): the
+# German-English sentence pairs of examples/german_to_english_ding.py and a
+# Bengali font for the attention heatmaps of examples/english_to_bengali_numbers.py.
+# Not a dependency of `make test`: without them the German smoke test is skipped
+# (with the reason) and Bengali labels are drawn with a warning. .ci/run calls it.
 .PHONY: examples-data
 examples-data:
-	apt-get install -y dict-freedict-deu-eng || echo "dict-freedict-deu-eng not available; the German example will be skipped"
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && apt-get install -y -qq dict-freedict-deu-eng fonts-lohit-beng-bengali >/dev/null) \
+	    || echo "examples-data: apt-get could not install dict-freedict-deu-eng / fonts-lohit-beng-bengali; the German example will be skipped"; \
+	else \
+	  echo "examples-data: needs root and apt-get (Debian/Ubuntu); the German example will be skipped"; \
+	fi

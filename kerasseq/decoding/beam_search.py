@@ -99,7 +99,8 @@ def beam_search(
     step t.
 
     Search. Each step scores every (alive beam, token) pair by log-probability,
-    takes the best `2 * num_beams`, moves those that end (or reach
+    takes the best `2 * num_beams` (one when `num_beams=1`, which makes the
+    search exactly greedy), moves those that end (or reach
     `max_length`) to the finished set and keeps the best `num_beams` others
     alive. A finished hypothesis never takes more tokens. A row stops when
 
@@ -376,7 +377,7 @@ def _top_candidates(beams, log_probs, config):
     # (batch_size, num_beams, vocab_size)
     flat = tf.reshape(extended, [-1, num_beams * vocab_size])
     # (batch_size, num_beams * vocab_size)
-    num_candidates = min(2 * num_beams, num_beams * vocab_size)
+    num_candidates = min(_candidates_per_step(num_beams), num_beams * vocab_size)
     top_log_probs, top_indices = tf.math.top_k(flat, k=num_candidates)
     # (batch_size, 2 * num_beams)
     parents = top_indices // vocab_size  # (batch_size, 2 * num_beams)
@@ -386,6 +387,16 @@ def _top_candidates(beams, log_probs, config):
     written = tf.where(tf.equal(tokens, config.end_id), 0, tokens)  # end is never stored
     sequences = _common.write_token(parent_sequences, beams.step, written)
     return _Candidates(top_log_probs, parents, tokens, sequences)
+
+
+def _candidates_per_step(num_beams):
+    """2k candidates keep k alive even when some of them end (GNMT / Flax).
+
+    A single beam takes one candidate, so that `num_beams=1` is exactly greedy
+    search: with two, a runner-up end token would be kept as a finished
+    hypothesis and could win over the greedy path.
+    """
+    return 1 if num_beams == 1 else 2 * num_beams
 
 
 def _flat_indices(parents, num_beams):

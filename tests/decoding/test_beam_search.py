@@ -17,6 +17,7 @@ from tests.decoding.toy_models import (
     early_end_model,
     reference_beam_search,
     sheep_ship_model,
+    reference_greedy,
     unpad,
 )
 
@@ -177,22 +178,25 @@ def test_max_length_finishes_hypotheses_as_they_are():
     np.testing.assert_allclose(scores[0], np.log([0.36, 0.33]), rtol=1e-6)
 
 
-def test_one_beam_is_greedy_or_better():
-    # A single beam follows the greedy path, but it also keeps every [end] that was
-    # the runner-up on the way, so its score is never below greedy's.
+@pytest.mark.parametrize("min_length", [0, 2])
+def test_one_beam_is_exactly_greedy(min_length):
+    # end_bias makes [end] the runner-up at many steps: a 2-candidate single beam
+    # would keep it as a finished hypothesis; one beam must follow greedy exactly.
     model = PrefixTableModel(batch_size=4, vocab_size=6, seed=5, end_bias=0.5)
     state = model.initial_state()
-    _, greedy_scores, _ = greedy(model.step_fn, state, 4, START_ID, END_ID, max_length=6)
-    _, beam_scores, _ = beam_search(
-        model.step_fn, state, 4, START_ID, END_ID, num_beams=1, max_length=6
+    greedy_ids, greedy_scores, greedy_lengths = greedy(
+        model.step_fn, state, 4, START_ID, END_ID, max_length=6, min_length=min_length
     )
-    assert np.all(beam_scores.numpy()[:, 0] >= greedy_scores.numpy() - 1e-5)
-
-    sheep, _ = sheep_ship_model()  # no early [end] anywhere: identical outputs
-    greedy_out = greedy(sheep.step_fn, sheep.initial_state(), 1, 1, 2, max_length=5)
-    beam_out = beam_search(sheep.step_fn, sheep.initial_state(), 1, 1, 2, num_beams=1, max_length=5)
-    np.testing.assert_array_equal(beam_out[0][:, 0], greedy_out[0])
-    np.testing.assert_allclose(beam_out[1][:, 0], greedy_out[1])
+    beam_ids, beam_scores, beam_lengths = beam_search(
+        model.step_fn, state, 4, START_ID, END_ID, num_beams=1, max_length=6,
+        min_length=min_length,
+    )
+    np.testing.assert_array_equal(beam_ids.numpy()[:, 0], greedy_ids.numpy())
+    np.testing.assert_array_equal(beam_lengths.numpy()[:, 0], greedy_lengths.numpy())
+    np.testing.assert_allclose(beam_scores.numpy()[:, 0], greedy_scores.numpy(), rtol=1e-6)
+    for row in range(4):  # and greedy is what an independent loop finds
+        expected_tokens, _ = reference_greedy(model, row, 6, min_length)
+        assert unpad(greedy_ids.numpy()[row], greedy_lengths.numpy()[row]) == expected_tokens
 
 
 # ---------------------------------------------------------------- coverage

@@ -130,7 +130,7 @@ def reference_beam_search(model, row, num_beams, max_length, min_length=0, alpha
                 if log_prob + log_probs[token] > -np.inf:
                     candidates.append((log_prob + log_probs[token], prefix, token))
         candidates.sort(key=lambda candidate: -candidate[0])
-        candidates = candidates[: 2 * num_beams]
+        candidates = candidates[: 1 if num_beams == 1 else 2 * num_beams]
         penalty = length_penalty(step + 1, alpha)
         for log_prob, prefix, token in candidates:
             if token == END_ID:
