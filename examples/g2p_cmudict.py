@@ -128,6 +128,9 @@ def make_parser():
     parser.add_argument("--num-beams", type=int, default=5)
     parser.add_argument("--evaluate-test", action="store_true",
                         help="also score the 12,604 test words (once, at the very end)")
+    parser.add_argument("--initial-model", default=None,
+                        help="continue training this saved model.keras (its optimizer "
+                             "state and schedule included); model options are ignored")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads TensorFlow may use (intra- and inter-op); "
                              "default: TensorFlow's choice (all cores)")
@@ -163,10 +166,18 @@ def main(argv=None):
           f"vocabularies: {source_tokenizer.vocabulary_size} characters, "
           f"{target_tokenizer.vocabulary_size} phonemes (with 4 reserved ids)")
 
-    model, optimizer = build_model(args, source_tokenizer, target_tokenizer)
-    model.compile(optimizer=optimizer,
-                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
-                  metrics=[MaskedTokenAccuracy()])
+    if args.initial_model:
+        # Continue a run: weights, optimizer state (step count of the warm-up
+        # schedule included), loss and tokenizers all come from the .keras file.
+        model = keras.models.load_model(args.initial_model)
+        source_tokenizer, target_tokenizer = model.source_tokenizer, model.target_tokenizer
+        print(f"continuing {args.initial_model} from optimizer step "
+              f"{int(model.optimizer.iterations.numpy()):,}")
+    else:
+        model, optimizer = build_model(args, source_tokenizer, target_tokenizer)
+        model.compile(optimizer=optimizer,
+                      loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
+                      metrics=[MaskedTokenAccuracy()])
     train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
                               batch_size=args.batch_size, seed=args.seed,
                               bucket_boundaries="auto")
