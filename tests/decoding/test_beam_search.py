@@ -16,8 +16,8 @@ from tests.decoding.toy_models import (
     brute_force,
     early_end_model,
     reference_beam_search,
-    sheep_ship_model,
     reference_greedy,
+    sheep_ship_model,
     unpad,
 )
 
