@@ -141,3 +141,29 @@ def test_information_bottleneck_pairs():
     assert all(2 <= len(source) <= 30 and target == " ".join(reversed(source))
                for source, target in train + test)
     assert module.reverse_target("abc") == "c b a"
+
+
+def test_plot_attention_heatmap_smoke(tmp_path):
+    output = tmp_path / "attention.png"
+    path = load_example("plot_attention_heatmap").main(["--smoke", "--output", str(output)])
+    assert path == str(output) and output.stat().st_size > 0
+
+
+def test_plot_transformer_attention_smoke(tmp_path):
+    module = load_example("plot_transformer_attention")
+    summary = module.main(["--smoke", "--output-dir", str(tmp_path)])
+    assert summary["train_pairs"] == 576 and summary["test_pairs"] == 144
+    assert 0.0 <= summary["test_exact_match"] <= 1.0
+    assert 0.0 <= summary["test_alignment_accuracy"] <= 1.0
+    for name in ("causal_mask.png", "cross_attention_svo_sov.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_plot_transformer_attention_pairs():
+    module = load_example("plot_transformer_attention")
+    pairs = module.make_pairs()
+    assert len(pairs) == 10 * 9 * 8 and len(set(pairs)) == len(pairs)
+    assert ("cat sees dog", "baku gomu sekta") in pairs  # S V O -> S' O' V'
+    train, test = module.split_pairs(pairs)
+    assert len(test) == 144 and not {s for s, _ in train} & {s for s, _ in test}
+    assert module.EXAMPLE in {source for source, _ in test}
