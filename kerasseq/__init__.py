@@ -12,8 +12,21 @@ from kerasseq import (  # noqa: E402
     models,
     training,
 )
-from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
+from kerasseq.models import (  # noqa: E402
+    build_rnn_seq2seq,
+    build_transformer_seq2seq,
+    translate,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["build_rnn_seq2seq", "build_transformer_seq2seq", "data", "decoding", "layers", "models", "training"]
+__all__ = [
+    "build_rnn_seq2seq",
+    "build_transformer_seq2seq",
+    "data",
+    "decoding",
+    "layers",
+    "models",
+    "training",
+    "translate",
+]

@@ -6,6 +6,7 @@ from kerasseq.models.transformer_seq2seq import (
     TransformerSeq2Seq,
     build_transformer_seq2seq,
 )
+from kerasseq.models.translation import translate
 
 __all__ = [
     "RNNSeq2Seq",
@@ -13,4 +14,5 @@ __all__ = [
     "TransformerSeq2Seq",
     "build_rnn_seq2seq",
     "build_transformer_seq2seq",
+    "translate",
 ]

@@ -65,6 +65,68 @@ def check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_si
         )
 
 
+def check_texts(texts):
+    """Validate translation inputs: every item a non-blank `str`.
+
+    Args:
+        texts: a list of items to translate.
+
+    Raises:
+        TypeError: an item is not a `str` (named by its index).
+        ValueError: an item is empty or whitespace only.
+    """
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
+        if not text.strip():
+            raise ValueError(
+                f"texts[{index}] is empty or whitespace only: there is nothing to "
+                f"translate. Received: texts[{index}]={text!r}"
+            )
+
+
+def check_source_ids(source_ids, vocab_size):
+    """Validate concrete source ids: integers, rank 2, each in `[0, vocab_size)`.
+
+    Only concrete values (NumPy arrays, lists, eager tensors) are checked;
+    symbolic tensors inside a `tf.function` are returned unchanged (an
+    out-of-range id there fails inside TensorFlow's embedding gather).
+
+    Args:
+        source_ids: int `(batch_size, source_length)`, 0 = padding.
+        vocab_size: int, the model's `source_vocab_size`.
+
+    Returns:
+        `source_ids`, as a NumPy array when it was concrete.
+
+    Raises:
+        TypeError: the ids are not integers.
+        ValueError: the shape is not `(batch_size, source_length)`, or an id is
+            negative or `>= vocab_size` (the message names the first one).
+    """
+    if tf.is_tensor(source_ids) and not tf.executing_eagerly():
+        return source_ids
+    array = np.asarray(source_ids)
+    if array.dtype.kind not in "iu":
+        raise TypeError(
+            f"source_ids must be integer token ids. Received: source_ids with dtype {array.dtype}"
+        )
+    if array.ndim != 2:
+        raise ValueError(
+            "source_ids must have shape (batch_size, source_length). "
+            f"Received shape: {array.shape}"
+        )
+    bad = (array < 0) | (array >= vocab_size)  # (batch_size, source_length)
+    if bad.any():
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"source_ids must hold ids in the range [0, {vocab_size - 1}] (0 = padding; "
+            f"source_vocab_size={vocab_size}). Received: source_ids[{row}, {column}]="
+            f"{int(array[row, column])}"
+        )
+    return array
+
+
 def pad_to_multiple(source_ids, multiple):
     """Right-pad `(batch_size, source_length)` ids with 0 to a multiple of `multiple`.
 
@@ -112,6 +174,10 @@ class Seq2SeqModel(keras.Model):
         return self.target_tokenizer.end_id if self.target_tokenizer is not None else 3
 
     # ------------------------------------------------------------ decoding
+    def _trim_source_ids(self, source_ids):
+        """Hook for models with a maximum source length (identity here)."""
+        return source_ids
+
     def _encode_function(self):
         if getattr(self, "_compiled_encode", None) is None:
             self._compiled_encode = tf.function(self.encode, reduce_retracing=True)
@@ -132,18 +198,26 @@ class Seq2SeqModel(keras.Model):
             `(token_ids, scores, lengths)` as returned by the search function:
             `(batch_size, max_length)` (greedy/sample) or
             `(batch_size, num_return, max_length)` (beam).
+
+        Raises:
+            TypeError: `source_ids` are not integers.
+            ValueError: `method` or `max_length` is invalid, `source_ids` is
+                not `(batch_size, source_length)`, or (for NumPy arrays, lists
+                and eager tensors) an id is negative or `>= source_vocab_size`.
         """
         if method not in METHODS:
             raise ValueError(f"method must be one of {list(METHODS)}. Received: method={method!r}")
         max_length = self.max_target_length if max_length is None else max_length
         if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
             raise ValueError(f"max_length must be a positive integer. Received: max_length={max_length!r}")
+        source_ids = check_source_ids(source_ids, self.source_vocab_size)
         source_ids = ops.convert_to_tensor(source_ids, "int32")
         if len(source_ids.shape) != 2:
             raise ValueError(
                 "source_ids must have shape (batch_size, source_length). "
                 f"Received shape: {tuple(source_ids.shape)}"
             )
+        source_ids = self._trim_source_ids(source_ids)
         source_ids = pad_to_multiple(source_ids, self.source_length_multiple)
         state = self._encode_function()(source_ids)
         search_kwargs.setdefault("batch_buckets", "pow2")
@@ -162,11 +236,26 @@ class Seq2SeqModel(keras.Model):
                   return_scores=False, verbose=0, **search_kwargs):
         """Translate strings end to end: tokenize, encode, search, detokenize.
 
+        This method defaults to greedy search. The module-level
+        `kerasseq.translate(model, texts_or_ids)` defaults to beam search
+        (`num_beams=4`), also takes token ids and `tf.data.Dataset`s, and
+        shows a progress bar for datasets; both run the same search code.
+
+        Long sources. If the source tokenizer has a `max_length`, every
+        source is cut to its first `max_length` tokens before the model sees
+        it (for every model). Beyond that:
+
+        - `RNNSeq2Seq` has no maximum source length: the LSTM encoder reads
+          every token, so with `max_length=None` on the tokenizer a source of
+          any length is translated (time and memory grow linearly with it;
+          quality drops on sources much longer than the training ones).
+        - `TransformerSeq2Seq` raises a `ValueError` naming its `max_length`
+          when a source has more tokens than its position table.
+
         Args:
             texts: a string or a list of strings. Empty or whitespace-only
                 strings raise ValueError (there is nothing to translate).
-                Unknown characters/words map to `[UNK]`; sources longer than
-                the source tokenizer's `max_length` are truncated to it.
+                Unknown characters/words map to `[UNK]`.
             method: "greedy", "beam" or "sample".
             max_length: most target tokens per translation.
             batch_size: sentences decoded at once.
@@ -182,22 +271,15 @@ class Seq2SeqModel(keras.Model):
         self._check_tokenizers()
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
-            if not text.strip():
-                raise ValueError(
-                    f"texts[{index}] is empty or whitespace only: there is nothing to "
-                    f"translate. Received: texts[{index}]={text!r}"
-                )
+        check_texts(texts)
         translations, scores = [], []
         progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
         for start in range(0, len(texts), batch_size):
             chunk = texts[start:start + batch_size]
             source_ids = self.source_tokenizer.encode(chunk).to_tensor(default_value=0)
-            token_ids, chunk_scores, _ = self.generate(
+            token_ids, chunk_scores = self.generate(
                 source_ids, method=method, max_length=max_length, **search_kwargs
-            )
+            )[:2]
             translations.extend(self._detokenize(token_ids))
             scores.extend(np.asarray(chunk_scores).tolist())
             if progress is not None:

@@ -1,5 +1,7 @@
 """The recurrent encoder–decoder: LSTM encoder → bridge → GRU decoder (+ attention)."""
 
+import numbers
+
 import keras
 from keras import ops
 
@@ -36,6 +38,16 @@ class RNNSeq2Seq(Seq2SeqModel):
     penalties and plots); without attention `context` `(batch_size, units)`.
     `decode_step(token_ids, state, step)` runs `GRUDecoder.step`, the same
     function the training call scans over the target.
+
+    Lengths. The model has no maximum source length: the LSTM encoder reads
+    every source token, so `generate` and `translate` accept sources of any
+    length (time and memory grow linearly; only a source tokenizer with
+    `max_length` truncates, see `Seq2SeqModel.translate`). Targets stop after
+    `max_target_length` tokens unless `max_length` is given.
+
+    Coverage. Only attention models report attention weights, so a model
+    built with `attention=None` rejects `coverage_penalty > 0` in beam search
+    with a `ValueError`.
     """
 
     def __init__(
@@ -128,6 +140,24 @@ class RNNSeq2Seq(Seq2SeqModel):
         if weights is not None:
             new_state["attention_weights"] = ops.cast(weights, state["attention_weights"].dtype)
         return ops.cast(logits, "float32"), new_state
+
+    def generate(self, source_ids, method="greedy", max_length=None, **search_kwargs):
+        """Like `Seq2SeqModel.generate`.
+
+        Raises:
+            ValueError: `coverage_penalty > 0` for a model built with
+                `attention=None` (besides the errors of `Seq2SeqModel.generate`).
+        """
+        coverage_penalty = search_kwargs.get("coverage_penalty", 0.0)
+        if (self.attention is None and isinstance(coverage_penalty, numbers.Real)
+                and coverage_penalty > 0):
+            raise ValueError(
+                "coverage_penalty > 0 needs attention weights, but this model was built "
+                "with attention=None (the context-vector model has none). Use "
+                "coverage_penalty=0 or an attention model. Received: "
+                f"coverage_penalty={coverage_penalty}"
+            )
+        return super().generate(source_ids, method=method, max_length=max_length, **search_kwargs)
 
     def attention_weights(self, source_ids, target_in_ids):
         """Teacher-forced attention weights `(batch_size, target_length, source_length)`."""

@@ -290,7 +290,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
         Raises:
             ValueError: a source has more than `max_length` real tokens, or
-                `max_length` (target tokens) exceeds the model's `max_length`.
+                `max_length` (target tokens) exceeds the model's `max_length`
+                (besides the errors of `Seq2SeqModel.generate`).
         """
         if (isinstance(max_length, int) and not isinstance(max_length, bool)
                 and max_length > self.max_length):
@@ -299,10 +300,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 f"max_length={self.max_length} target positions. Received: "
                 f"max_length={max_length}"
             )
-        source_ids = np.asarray(source_ids)
-        if source_ids.ndim == 2:
-            source_ids = self._drop_padding_beyond_max_length(source_ids.astype("int32"))
         return super().generate(source_ids, method=method, max_length=max_length, **search_kwargs)
+
+    def _trim_source_ids(self, source_ids):
+        return self._drop_padding_beyond_max_length(source_ids)
 
     def _drop_padding_beyond_max_length(self, source_ids):
         """Keeps the first `max_length` columns; the dropped ones must be padding."""

@@ -7,7 +7,7 @@ from kerasseq.training.callbacks import (
 )
 from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
 from kerasseq.training.metrics import MaskedTokenAccuracy
-from kerasseq.training.schedules import TransformerSchedule
+from kerasseq.training.schedules import TransformerSchedule, transformer_optimizer
 
 __all__ = [
     "MaskedSparseCategoricalCrossentropy",
@@ -16,4 +16,5 @@ __all__ = [
     "TimeLimit",
     "TransformerSchedule",
     "teacher_forcing_probability",
+    "transformer_optimizer",
 ]

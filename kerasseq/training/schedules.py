@@ -36,3 +36,33 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+def transformer_optimizer(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs):
+    """Adam with the warm-up schedule and the betas of "Attention Is All You Need".
+
+    Vaswani et al. (2017), section 5.3: Adam with β1 = 0.9, β2 = 0.98,
+    ε = 1e-9 and the learning rate of `TransformerSchedule`,
+
+        lr(step) = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5).
+
+    The optimizer (schedule included) is saved with a compiled model's
+    `.keras` file.
+
+    Args:
+        d_model: int, model width (the schedule's scale).
+        warmup_steps: int, steps of linear warm-up.
+        beta_1, beta_2, epsilon: Adam's moment decays and stability term.
+        **kwargs: other `keras.optimizers.Adam` arguments, e.g. `clipnorm`.
+
+    Returns:
+        A `keras.optimizers.Adam` whose `learning_rate` is a `TransformerSchedule`.
+
+    Example:
+
+    >>> optimizer = transformer_optimizer(128, warmup_steps=4000, clipnorm=1.0)
+    >>> optimizer.beta_2
+    0.98
+    """
+    schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps)
+    return keras.optimizers.Adam(schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, **kwargs)

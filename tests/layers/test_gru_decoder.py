@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -113,6 +114,24 @@ def test_scheduled_sampling_feeds_own_predictions():
     forced = np.asarray(decoder(targets, initial, values, mask, training=True))
     np.testing.assert_allclose(forced, teacher, atol=1e-6)
     assert not np.allclose(sampled, teacher)
+
+
+def test_sampling_probability_is_a_non_trainable_variable():
+    rng = np.random.default_rng(7)
+    targets, initial, values, mask = _decoder_inputs(rng)
+    decoder = GRUDecoder(11, 4, 6, attention="bahdanau", sampling_probability=0.25)
+    decoder(targets, initial, values, mask)
+    variable = decoder.sampling_probability
+    assert not variable.trainable
+    assert all(weight is not variable for weight in decoder.trainable_weights)
+    assert any(weight is variable for weight in decoder.non_trainable_weights)
+    assert float(variable.numpy()) == 0.25
+    # A training step moves trainable weights, never the probability.
+    inputs = [keras.Input(x.shape[1:], dtype=str(x.dtype)) for x in (targets, initial, values, mask)]
+    model = keras.Model(inputs, decoder(*inputs))
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    model.fit([targets, initial, values, mask], np.ones((2, 5, 11)), epochs=2, verbose=0)
+    assert float(variable.numpy()) == 0.25
 
 
 def test_scheduled_sampling_rate_is_respected():

@@ -9,6 +9,7 @@ from kerasseq.evaluation import word_error_rate
 from kerasseq.models import RNNSeq2Seq, build_rnn_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
 from tests.models.g2p_fixture import tiny_g2p
+from tests.models.rescoring import assert_beam_scores_equal_teacher_forcing
 
 SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
 TARGET_IN = np.array([[2, 5, 7, 4, 9], [2, 6, 0, 0, 0], [2, 8, 8, 8, 8]], "int32")
@@ -120,8 +121,13 @@ def test_translate_bad_and_odd_inputs(trained_g2p):
         model.translate(["   "])
     with pytest.raises(TypeError, match=r"texts\[0\]"):
         model.translate([42])
-    # Unknown characters become [UNK]: still a defined translation.
-    assert isinstance(model.translate("ß☃q"), str)
+    # Unknown characters become [UNK]: the translation is that of the [UNK] ids.
+    tokenizer = model.source_tokenizer
+    known = "a"
+    assert "ß" not in tokenizer.get_vocabulary() and "☃" not in tokenizer.get_vocabulary()
+    unk_ids = np.array([[tokenizer.unk_id, tokenizer.unk_id, tokenizer.get_vocabulary().index(known)]])
+    expected = model.target_tokenizer.decode_to_strings(np.asarray(model.generate(unk_ids)[0]))[0]
+    assert model.translate("ß☃" + known) == expected
     # A single string gives a string; scores are finite log-probabilities.
     text, score = model.translate(entries[0][0], return_scores=True)
     assert isinstance(text, str) and np.isfinite(score) and score <= 0
@@ -131,14 +137,48 @@ def test_translate_bad_and_odd_inputs(trained_g2p):
         model.translate("cat", max_length=0)
 
 
-def test_long_source_is_truncated_as_documented(trained_g2p):
-    model, _ = trained_g2p
+def test_long_source_is_truncated_by_the_tokenizer_max_length(trained_g2p):
+    model, entries = trained_g2p
     config = model.source_tokenizer.get_config()
     config["max_length"] = 5
-    truncating = type(model.source_tokenizer).from_config(config)
-    long_word, prefix = "abcdefghijklmnopqrstuvwxyz" * 4, "abcde"
-    np.testing.assert_array_equal(truncating.encode([long_word]).to_tensor(),
-                                  truncating.encode([prefix]).to_tensor())
+    truncating = RNNSeq2Seq.from_config(
+        dict(model.get_config(), source_tokenizer=type(model.source_tokenizer).from_config(config))
+    )
+    truncating.set_weights(model.get_weights())
+    word, prons = next((w, p) for w, p in entries if len(w) == 5)
+    long_word = word + "zyxwvutsrq" * 10
+    assert truncating.translate(long_word) == truncating.translate(long_word[:5])
+    assert truncating.translate(long_word) == model.translate(word)
+    assert model.translate(word) in prons  # a memorised word: the comparison is not vacuous
+
+
+def test_long_source_without_a_limit_is_translated(trained_g2p):
+    model, _ = trained_g2p
+    assert model.source_tokenizer.max_length is None
+    long_word = ("abcdefghij" * 200)[:2000]
+    assert model.source_tokenizer.encode([long_word]).to_tensor().shape == (1, 2000)  # not truncated
+    translation = model.translate(long_word)
+    assert isinstance(translation, str) and translation
+
+
+def test_beam_scores_equal_teacher_forced_log_probabilities(trained_g2p):
+    model, entries = trained_g2p
+    words = [w for w, _ in entries[:4]] + ["zebra"]
+    for length_penalty in (0.0, 0.8):
+        assert_beam_scores_equal_teacher_forcing(model, words, num_beams=4, num_return=3,
+                                                 max_length=12, length_penalty=length_penalty)
+
+
+def test_coverage_penalty_needs_attention():
+    model = small_model(None)
+    with pytest.raises(ValueError, match=r"attention=None.*coverage_penalty=0.5"):
+        model.generate(SOURCE, method="beam", num_beams=2, coverage_penalty=0.5)
+    ids, _, _ = model.generate(SOURCE, method="beam", num_beams=2, coverage_penalty=0.0, max_length=4)
+    assert ids.shape == (3, 1, 4)
+    with_attention = small_model("bahdanau")
+    ids, _, _ = with_attention.generate(SOURCE, method="beam", num_beams=2, coverage_penalty=0.5,
+                                        max_length=4)
+    assert ids.shape == (3, 1, 4)
 
 
 def test_translate_needs_tokenizers():

@@ -3,13 +3,13 @@ import os
 import keras
 import numpy as np
 import pytest
-from keras import ops
 
 from kerasseq.data import make_dataset
 from kerasseq.evaluation import word_error_rate
 from kerasseq.models import TransformerSeq2Seq, build_transformer_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
 from tests.models.g2p_fixture import tiny_g2p
+from tests.models.rescoring import assert_beam_scores_equal_teacher_forcing
 
 SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
 TARGET_IN = np.array([[2, 5, 7, 4, 9], [2, 6, 0, 0, 0], [2, 8, 8, 8, 8]], "int32")
@@ -234,31 +234,10 @@ def test_keras_save_load_keeps_logits_and_decoding(trained_g2p, tmp_path):
         words, method="beam", num_beams=3)
 
 
-def teacher_forced_log_prob(model, source_ids, tokens, ended):
-    """Sum of log_softmax of the chosen tokens (plus the end token when emitted)."""
-    targets = list(tokens) + ([model.end_id] if ended else [])
-    target_in = np.array([[model.start_id] + targets[:-1]], "int32")
-    logits = model([source_ids[None], target_in])[0]
-    log_probs = np.asarray(ops.log_softmax(logits, axis=-1))  # (target_length, vocab_size)
-    return float(sum(log_probs[t, token] for t, token in enumerate(targets)))
-
-
 def test_beam_scores_equal_teacher_forced_log_probabilities(trained_g2p):
     model, entries = trained_g2p
-    words = [w for w, _ in entries[:4]] + ["zebra"]
-    source_ids = np.asarray(model.source_tokenizer.encode(words).to_tensor())
-    max_length = 12
-    token_ids, scores, lengths = model.generate(source_ids, method="beam", num_beams=4,
-                                                num_return=3, max_length=max_length)
-    token_ids, scores, lengths = map(np.asarray, (token_ids, scores, lengths))
-    assert token_ids.shape == (5, 3, max_length)
-    for row in range(5):
-        for rank in range(3):
-            length = int(lengths[row, rank])
-            expected = teacher_forced_log_prob(model, source_ids[row], token_ids[row, rank, :length],
-                                               ended=length < max_length)
-            np.testing.assert_allclose(scores[row, rank], expected, atol=1e-4)
-        assert np.all(np.diff(scores[row]) <= 1e-6)  # best first
+    assert_beam_scores_equal_teacher_forcing(model, [w for w, _ in entries[:4]] + ["zebra"],
+                                             num_beams=4, num_return=3, max_length=12)
 
 
 def test_translate_errors_and_coverage_penalty(trained_g2p):

@@ -1,0 +1,90 @@
+"""What every kerasseq model shares (`Seq2SeqModel`): checked for both models."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasseq import decoding
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+from tests.models.g2p_fixture import tiny_g2p
+
+SOURCE_VOCAB_SIZE = 12
+SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
+
+BUILDERS = {
+    "rnn": lambda **kwargs: build_rnn_seq2seq(embedding_dim=6, units=8, **kwargs),
+    "transformer": lambda **kwargs: build_transformer_seq2seq(
+        num_layers=1, d_model=16, num_heads=4, dff=32, max_length=16, **kwargs),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(BUILDERS))
+def model(request):
+    return BUILDERS[request.param](source_vocab_size=SOURCE_VOCAB_SIZE, target_vocab_size=11)
+
+
+@pytest.mark.parametrize("bad_value", [-1, SOURCE_VOCAB_SIZE, 10**6])
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_out_of_range_source_ids_are_rejected_eagerly(model, bad_value, as_tensor):
+    source = SOURCE.copy()
+    source[1, 3] = bad_value
+    source = tf.constant(source) if as_tensor else source
+    message = (rf"source_ids must hold ids in the range \[0, {SOURCE_VOCAB_SIZE - 1}\].*"
+               rf"source_ids\[1, 3\]={bad_value}")
+    for method in ("greedy", "beam"):
+        with pytest.raises(ValueError, match=message):
+            model.generate(source, method=method, max_length=4)
+
+
+def test_source_ids_at_the_edges_of_the_range_are_accepted(model):
+    source = SOURCE.copy()
+    source[0, 0], source[1, 1] = SOURCE_VOCAB_SIZE - 1, 1
+    ids, scores, lengths = model.generate(source.astype("int64"), max_length=4)
+    assert ids.shape == (3, 4) and np.all(np.isfinite(np.asarray(scores)))
+
+
+def test_source_ids_must_be_integers(model):
+    with pytest.raises(TypeError, match="source_ids must be integer token ids"):
+        model.generate(SOURCE.astype("float32"), max_length=4)
+    with pytest.raises(ValueError, match=r"\(batch_size, source_length\)"):
+        model.generate(SOURCE[0], max_length=4)
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_beam_search_is_traced_once_across_batch_sizes_and_source_lengths(kind):
+    entries, _, source_tokenizer, target_tokenizer = tiny_g2p()
+    model = BUILDERS[kind](source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
+    rng = np.random.default_rng(0)
+    vocab_size = model.source_vocab_size
+
+    def source_ids(batch_size, length):  # real ids, then padding on some rows
+        ids = rng.integers(4, vocab_size, size=(batch_size, length))
+        ids[0, length - 1:] = 0
+        return ids
+
+    search = dict(method="beam", num_beams=3, max_length=6)
+    model.generate(source_ids(5, 3), **search)  # first call: traces
+    traced = decoding.trace_count("beam_search")
+    # Batches of 5..8 rows share the pow2 bucket 8; sources of 3..8 tokens are padded to 8.
+    for batch_size, length in [(5, 7), (6, 4), (7, 3), (8, 5), (7, 8)]:
+        ids, _, _ = model.generate(source_ids(batch_size, length), **search)
+        assert ids.shape == (batch_size, 1, 6)
+    words = [w for w, _ in entries]
+    for count in (5, 6, 7):  # translate goes through the same generate
+        assert len(model.translate(words[:count], **search)) == count
+    assert decoding.trace_count("beam_search") == traced
+    model.generate(source_ids(3, 5), **search)  # another bucket (4 rows): one new trace
+    assert decoding.trace_count("beam_search") == traced + 1
+
+
+def test_mixed_precision_generate_is_finite():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        models = [build(source_vocab_size=SOURCE_VOCAB_SIZE, target_vocab_size=11)
+                  for build in BUILDERS.values()]
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    for model in models:
+        _, scores, _ = model.generate(SOURCE, method="beam", num_beams=2, max_length=4)
+        assert np.all(np.isfinite(np.asarray(scores)))

@@ -1,0 +1,130 @@
+"""`kerasseq.translate(model, texts_or_ids)`: the high-level entry point."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasseq
+from kerasseq.data import make_dataset
+from kerasseq.models import build_rnn_seq2seq, translate
+from kerasseq.training import MaskedSparseCategoricalCrossentropy
+from tests.models.g2p_fixture import tiny_g2p
+
+
+@pytest.fixture(scope="module")
+def g2p():
+    """A small RNN trained for 30 steps: outputs differ from word to word."""
+    keras.utils.set_random_seed(3)
+    entries, pairs, source, target = tiny_g2p()
+    model = build_rnn_seq2seq(embedding_dim=16, units=32, max_target_length=10,
+                              source_tokenizer=source, target_tokenizer=target)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
+    model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=10, verbose=0)
+    return model, [w for w, _ in entries], pairs
+
+
+def test_exported_at_the_top_level():
+    assert kerasseq.translate is translate
+
+
+def test_text_input_equals_the_model_method(g2p):
+    model, words, _ = g2p
+    words = words[:7]
+    beam = model.translate(words, method="beam", num_beams=4)
+    assert len(set(beam)) > 1  # the comparison below is not between constant outputs
+    assert translate(model, words) == beam  # default: beam search, 4 beams
+    assert translate(model, words, batch_size=3) == beam
+    assert translate(model, words[0]) == beam[0]
+    assert translate(model, words, method="greedy") == model.translate(words)
+    assert translate(model, words, num_beams=2, length_penalty=0.6) == model.translate(
+        words, method="beam", num_beams=2, length_penalty=0.6)
+    texts, scores = translate(model, words, return_scores=True)
+    expected_texts, expected_scores = model.translate(words, method="beam", num_beams=4,
+                                                      return_scores=True)
+    assert texts == expected_texts
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-5)
+    nbest = translate(model, words[:2], num_beams=3, num_return=3)
+    assert [len(items) for items in nbest] == [3, 3] and [items[0] for items in nbest] == beam[:2]
+
+
+def test_id_input_equals_generate(g2p):
+    model, words, _ = g2p
+    source_ids = model.source_tokenizer.encode(words[:7])
+    dense = np.asarray(source_ids.to_tensor())
+    expected = [np.asarray(x) for x in model.generate(dense, method="beam", num_beams=4)]
+    for given in (dense, tf.constant(dense), source_ids, dense.tolist()):
+        outputs = translate(model, given, batch_size=3)  # 3 + 3 + 1 rows
+        assert len(outputs) == 3
+        np.testing.assert_array_equal(outputs[0], expected[0])
+        np.testing.assert_allclose(outputs[1], expected[1], atol=1e-5)
+        np.testing.assert_array_equal(outputs[2], expected[2])
+    ids, _, _ = translate(model, dense, method="greedy")
+    np.testing.assert_array_equal(ids, np.asarray(model.generate(dense)[0]))
+    assert len(translate(model, dense, return_log_probs=True)) == 4
+
+
+def test_dataset_input(g2p):
+    model, words, pairs = g2p
+    words = words[:7]
+    expected = model.translate(words, method="beam", num_beams=4)
+    strings = tf.data.Dataset.from_tensor_slices(words)
+    assert translate(model, strings, verbose=0) == expected
+    assert translate(model, strings.batch(3), verbose=0) == expected
+    # Training batches ((source_ids, target_in_ids), target_out_ids): the sources are
+    # decoded; the text path on the same words is the reference.
+    training = make_dataset(pairs[:7], model.source_tokenizer, model.target_tokenizer,
+                            batch_size=3, shuffle=False)
+    ids, scores, lengths = translate(model, training, verbose=0)
+    assert ids.shape == (7, 1, model.max_target_length) and scores.shape == lengths.shape == (7, 1)
+    source_words = [word for (source, _), _ in training.as_numpy_iterator()
+                    for word in model.source_tokenizer.decode_to_strings(source)]
+    assert source_words == [source for source, _ in pairs[:7]]
+    assert model.target_tokenizer.decode_to_strings(ids[:, 0]) == model.translate(
+        source_words, method="beam", num_beams=4)
+    # A dataset of unbatched id sequences: one row each.
+    sequences = tf.data.Dataset.from_generator(
+        lambda: iter(model.source_tokenizer.encode(words[:3])),
+        output_signature=tf.TensorSpec((None,), tf.int32))
+    ids, _, _ = translate(model, sequences, verbose=0)
+    assert model.target_tokenizer.decode_to_strings(ids[:, 0]) == expected[:3]
+
+
+def test_progress_bar(g2p, capsys):
+    model, words, _ = g2p
+    translate(model, words[:5], verbose=0)
+    assert capsys.readouterr().out == ""
+    translate(model, words[:5], batch_size=2, verbose=1)
+    out = capsys.readouterr().out
+    assert "5/5" in out and "2/5" in out  # one bar over all 5 texts, updated per batch
+    translate(model, tf.data.Dataset.from_tensor_slices(words[:4]).batch(2))  # auto: on
+    assert "4/4" in capsys.readouterr().out
+    translate(model, words[:4])  # auto: off for lists
+    assert capsys.readouterr().out == ""
+
+
+def test_bad_inputs_are_named(g2p):
+    model, words, _ = g2p
+    for bad in (42, None, {"text": "cat"}, np.ones((2, 3), "float32"), [[1, 2], [3]]):
+        with pytest.raises(TypeError, match="texts_or_ids must be a str, a list of str"):
+            translate(model, bad)
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
+        translate(model, ["cat", 42])
+    with pytest.raises(TypeError, match="model must be a kerasseq Seq2SeqModel"):
+        translate(keras.Sequential([keras.layers.Dense(2)]), "cat")
+    with pytest.raises(TypeError, match="dataset element 0 is a dict"):
+        translate(model, tf.data.Dataset.from_tensor_slices({"source": ["cat"]}))
+    with pytest.raises(TypeError, match="dataset element 0 of shape"):
+        translate(model, tf.data.Dataset.from_tensor_slices([[0.5, 1.5]]))
+    with pytest.raises(ValueError, match="infinite"):
+        translate(model, tf.data.Dataset.from_tensor_slices(["cat"]).repeat())
+    texts = words[:3] * 30
+    texts[70] = " "
+    with pytest.raises(ValueError, match=r"texts\[70\] is empty"):  # index in the whole input
+        translate(model, texts, batch_size=64)
+    with pytest.raises(ValueError, match="batch_size"):
+        translate(model, "cat", batch_size=0)
+    with pytest.raises(ValueError, match="method"):
+        translate(model, "cat", method="viterbi")
+    with pytest.raises(ValueError, match="source_ids"):
+        translate(model, np.array([[5, model.source_vocab_size]]))
