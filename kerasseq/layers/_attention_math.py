@@ -16,6 +16,8 @@ def masked_softmax(scores, mask=None):
     Returns:
         float32 tensor `(batch_size, source_length)`.
     """
+    # Computed in float32 whatever the compute dtype: -1e9 overflows float16
+    # (largest finite value 65504), and the sum of exponentials is more exact.
     scores = ops.cast(scores, "float32")
     if mask is None:
         return ops.softmax(scores, axis=-1)

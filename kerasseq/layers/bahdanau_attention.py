@@ -25,6 +25,7 @@ class BahdanauAttention(keras.layers.Layer):
 
     Args:
         units: int, size of the hidden layer of the scoring MLP.
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
     Call arguments:
         query: `(batch_size, query_dim)`: the previous decoder state s_{t-1}.
@@ -50,9 +51,12 @@ class BahdanauAttention(keras.layers.Layer):
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
-        self.query_dense = keras.layers.Dense(units, use_bias=False, name="query_dense")
-        self.key_dense = keras.layers.Dense(units, use_bias=True, name="key_dense")
-        self.score_dense = keras.layers.Dense(1, use_bias=False, name="score_dense")
+        dtype = self.dtype_policy
+        self.query_dense = keras.layers.Dense(
+            units, use_bias=False, dtype=dtype, name="query_dense"
+        )
+        self.key_dense = keras.layers.Dense(units, use_bias=True, dtype=dtype, name="key_dense")
+        self.score_dense = keras.layers.Dense(1, use_bias=False, dtype=dtype, name="score_dense")
 
     def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
         self.query_dense.build(query_shape)

@@ -18,6 +18,7 @@ class Bridge(keras.layers.Layer):
 
     Args:
         units: int, size of the decoder state s_0.
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
     Call arguments:
         final_state: float tensor `(batch_size, state_dim)`: the concatenated
@@ -36,7 +37,9 @@ class Bridge(keras.layers.Layer):
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
-        self.dense = keras.layers.Dense(units, activation="tanh", name="dense")
+        self.dense = keras.layers.Dense(
+            units, activation="tanh", dtype=self.dtype_policy, name="dense"
+        )
 
     def build(self, final_state_shape):
         self.dense.build(final_state_shape)

@@ -11,20 +11,24 @@ from kerasseq.layers.luong_attention import LuongAttention
 ATTENTION_NAMES = ("bahdanau", "luong", "luong_dot", "luong_general", "luong_concat")
 
 
-def make_attention(attention, units):
-    """Turn `attention=` (None, a name, a config dict or a layer) into a layer."""
+def make_attention(attention, units, dtype=None):
+    """Turn `attention=` (None, a name, a config dict or a layer) into a layer.
+
+    An attention given by name gets the dtype policy `dtype`; a layer or a
+    config dict keeps its own.
+    """
     if attention is None or isinstance(attention, keras.layers.Layer):
         return attention
     if isinstance(attention, dict):
         return keras.saving.deserialize_keras_object(attention)
     if attention == "bahdanau":
-        return BahdanauAttention(units, name="attention")
+        return BahdanauAttention(units, dtype=dtype, name="attention")
     if attention in ("luong", "luong_general"):
-        return LuongAttention("general", name="attention")
+        return LuongAttention("general", dtype=dtype, name="attention")
     if attention == "luong_dot":
-        return LuongAttention("dot", name="attention")
+        return LuongAttention("dot", dtype=dtype, name="attention")
     if attention == "luong_concat":
-        return LuongAttention("concat", units=units, name="attention")
+        return LuongAttention("concat", units=units, dtype=dtype, name="attention")
     raise ValueError(
         f"attention must be None, a layer, or one of {list(ATTENTION_NAMES)}. "
         f"Received: attention={attention!r}"
@@ -84,6 +88,11 @@ class GRUDecoder(keras.layers.Layer):
             step (Cho 2014) or not (Sutskever 2014).
         attention_units: int, hidden size of an attention given by name
             (default: `units`).
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
+            The dtype policy is passed on to the embedding, the GRU cell and
+            an attention given by name; the output projection computes in the
+            policy's variable dtype, so under `mixed_float16` the logits are
+            float32.
 
     Call arguments:
         target_in_ids: int `(batch_size, target_length)`: `[START] y_1 ... y_{T-1}`
@@ -96,7 +105,8 @@ class GRUDecoder(keras.layers.Layer):
         return_attention_scores: bool, also return the attention weights.
 
     Returns:
-        logits `(batch_size, target_length, vocab_size)`, and with
+        logits `(batch_size, target_length, vocab_size)` (float32 under
+        `mixed_float16`), and with
         `return_attention_scores=True` also the attention weights
         `(batch_size, target_length, source_length)`.
 
@@ -136,16 +146,22 @@ class GRUDecoder(keras.layers.Layer):
         self.attention_units = None if attention_units is None else check_positive_int(
             "attention_units", attention_units
         )
-        self.attention = make_attention(attention, self.attention_units or units)
+        dtype = self.dtype_policy
+        self.attention = make_attention(attention, self.attention_units or units, dtype)
         if isinstance(embedding, dict):
             embedding = keras.saving.deserialize_keras_object(embedding)
         self.embedding = embedding or keras.layers.Embedding(
-            vocab_size, embedding_dim, name="embedding"
+            vocab_size, embedding_dim, dtype=dtype, name="embedding"
         )
-        self.cell = keras.layers.GRUCell(units, name="gru_cell")
-        self.input_dropout = keras.layers.Dropout(self.dropout, name="input_dropout")
-        self.output_dropout = keras.layers.Dropout(self.dropout, name="output_dropout")
-        self.output_dense = keras.layers.Dense(vocab_size, name="output_dense")
+        self.cell = keras.layers.GRUCell(units, dtype=dtype, name="gru_cell")
+        self.input_dropout = keras.layers.Dropout(self.dropout, dtype=dtype, name="input_dropout")
+        self.output_dropout = keras.layers.Dropout(self.dropout, dtype=dtype, name="output_dropout")
+        # The output projection computes in the variable dtype (float32 under
+        # `mixed_float16`), as Keras recommends for a model's last layer: the
+        # logits and the softmax over a large vocabulary stay in float32.
+        self.output_dense = keras.layers.Dense(
+            vocab_size, dtype=dtype.variable_dtype, name="output_dense"
+        )
         self.seed_generator = keras.random.SeedGenerator(1337)
 
     @property
@@ -215,7 +231,8 @@ class GRUDecoder(keras.layers.Layer):
             memory: dict from `prepare_memory`.
 
         Returns:
-            `(logits, new_state, attention_weights)`: `(batch_size, vocab_size)`,
+            `(logits, new_state, attention_weights)`: `(batch_size, vocab_size)`
+            (in the output projection's dtype, float32 under `mixed_float16`),
             `(batch_size, units)`, and `(batch_size, source_length)` or None.
         """
         inputs = self.input_dropout(self.embedding(token_ids), training=training)
@@ -224,11 +241,14 @@ class GRUDecoder(keras.layers.Layer):
         if previous_query:
             context, weights = self._attend(state, memory)
         if context is not None and (self.attention is None or previous_query):
+            context = ops.cast(context, inputs.dtype)
             inputs = ops.concatenate([inputs, context], axis=-1)  # (batch_size, step_input_dim)
         new_state, _ = self.cell(inputs, state, training=training)
         if self.attention is not None and not previous_query:
             context, weights = self._attend(new_state, memory)
-        features = new_state if context is None else ops.concatenate([new_state, context], -1)
+        features = new_state if context is None else ops.concatenate(
+            [new_state, ops.cast(context, new_state.dtype)], axis=-1
+        )  # (batch_size, units + context_dim)
         logits = self.output_dense(self.output_dropout(features, training=training))
         return logits, new_state, weights
 
@@ -250,7 +270,7 @@ class GRUDecoder(keras.layers.Layer):
         batch_size = ops.shape(target_in_ids)[0]
         carry = {
             "state": initial_state,
-            "logits": ops.zeros((batch_size, self.vocab_size), self.compute_dtype),
+            "logits": ops.zeros((batch_size, self.vocab_size), self.output_dense.compute_dtype),
         }
         if self.attention is not None:
             carry["attention_weights"] = ops.zeros(ops.shape(values)[:2], self.compute_dtype)
@@ -260,7 +280,7 @@ class GRUDecoder(keras.layers.Layer):
             predicted = ops.cast(ops.argmax(carry["logits"], axis=-1), "int32")
             token_ids = ops.where(use_prediction, predicted, token_ids)  # (batch_size,)
             logits, state, weights = self.step(token_ids, carry["state"], memory, training)
-            new_carry = {"state": state, "logits": ops.cast(logits, self.compute_dtype)}
+            new_carry = {"state": state, "logits": logits}
             if weights is not None:
                 new_carry["attention_weights"] = ops.cast(weights, self.compute_dtype)
             return new_carry, new_carry
@@ -285,7 +305,7 @@ class GRUDecoder(keras.layers.Layer):
     def compute_output_spec(self, target_in_ids, initial_state, values=None, source_mask=None,
                             training=None, return_attention_scores=False):
         shape = tuple(target_in_ids.shape[:2])
-        logits = keras.KerasTensor(shape + (self.vocab_size,), dtype=self.compute_dtype)
+        logits = keras.KerasTensor(shape + (self.vocab_size,), dtype=self.output_dense.compute_dtype)
         if return_attention_scores:
             return logits, keras.KerasTensor(shape + (values.shape[1],), dtype=self.compute_dtype)
         return logits

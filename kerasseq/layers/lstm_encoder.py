@@ -35,6 +35,8 @@ class LSTMEncoder(keras.layers.Layer):
         dropout: float in [0, 1), dropout on each LSTM layer's inputs.
         embedding: optional `keras.layers.Embedding` to use instead of a new
             one, e.g. to share one embedding matrix between encoder and decoder.
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...);
+            the dtype policy is passed on to the embedding and the LSTMs.
 
     Call arguments:
         source_ids: int tensor `(batch_size, source_length)`, 0 = padding.
@@ -76,7 +78,7 @@ class LSTMEncoder(keras.layers.Layer):
         if isinstance(embedding, dict):
             embedding = keras.saving.deserialize_keras_object(embedding)
         self.embedding = embedding or keras.layers.Embedding(
-            vocab_size, embedding_dim, name="embedding"
+            vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
         )
         self.lstm_layers = [self._make_lstm(i) for i in range(self.num_layers)]
         self.supports_masking = True
@@ -87,10 +89,13 @@ class LSTMEncoder(keras.layers.Layer):
             return_sequences=True,
             return_state=True,
             dropout=self.dropout,
+            dtype=self.dtype_policy,
             name=f"lstm_{index}",
         )
         if self.bidirectional:
-            return keras.layers.Bidirectional(lstm, name=f"bidirectional_{index}")
+            return keras.layers.Bidirectional(
+                lstm, dtype=self.dtype_policy, name=f"bidirectional_{index}"
+            )
         return lstm
 
     @property

@@ -28,6 +28,7 @@ class LuongAttention(keras.layers.Layer):
     Args:
         score: "dot", "general" or "concat".
         units: int, hidden size of the "concat" scoring MLP (ignored otherwise).
+        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
     Call arguments:
         query: `(batch_size, query_dim)`.
@@ -69,13 +70,22 @@ class LuongAttention(keras.layers.Layer):
                 f"size. Received: query_dim={query_dim}, value_dim={value_dim}; use "
                 "score='general' to learn a map between different sizes."
             )
+        dtype = self.dtype_policy
         if self.score_name == "general":
-            self.key_dense = keras.layers.Dense(query_dim, use_bias=False, name="key_dense")
+            self.key_dense = keras.layers.Dense(
+                query_dim, use_bias=False, dtype=dtype, name="key_dense"
+            )
             self.key_dense.build(values_shape)
         if self.score_name == "concat":
-            self.query_dense = keras.layers.Dense(self.units, use_bias=False, name="query_dense")
-            self.key_dense = keras.layers.Dense(self.units, use_bias=True, name="key_dense")
-            self.score_dense = keras.layers.Dense(1, use_bias=False, name="score_dense")
+            self.query_dense = keras.layers.Dense(
+                self.units, use_bias=False, dtype=dtype, name="query_dense"
+            )
+            self.key_dense = keras.layers.Dense(
+                self.units, use_bias=True, dtype=dtype, name="key_dense"
+            )
+            self.score_dense = keras.layers.Dense(
+                1, use_bias=False, dtype=dtype, name="score_dense"
+            )
             self.query_dense.build(query_shape)
             self.key_dense.build(values_shape)
             self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))

@@ -67,3 +67,23 @@ def test_layer_contract():
 def test_bad_units():
     with pytest.raises(ValueError, match="units"):
         BahdanauAttention(units=0)
+
+
+def test_mixed_float16_layer_policy_matches_float32():
+    # A per-layer policy (the global one stays float32) reaches the scoring MLP;
+    # a fully masked row still gives zeros in float16, never NaN.
+    rng = np.random.default_rng(6)
+    query = rng.normal(size=(3, 5)).astype("float32")
+    values = rng.normal(size=(3, 4, 6)).astype("float32")
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]], bool)
+    reference = BahdanauAttention(units=4)
+    expected = [np.asarray(x) for x in reference(query, values, mask)]
+    attention = BahdanauAttention(units=4, dtype="mixed_float16")
+    attention(query, values, mask)
+    attention.set_weights(reference.get_weights())
+    outputs = attention(query, values, mask)
+    assert attention.score_dense.compute_dtype == "float16"
+    for output, reference_output in zip(outputs, expected, strict=True):
+        assert output.dtype == "float16" and np.all(np.isfinite(np.asarray(output)))
+        np.testing.assert_allclose(np.asarray(output, "float32"), reference_output, atol=1e-2)
+    assert np.all(np.asarray(outputs[1])[2] == 0)

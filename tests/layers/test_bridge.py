@@ -21,3 +21,15 @@ def test_layer_contract():
 def test_bad_units():
     with pytest.raises(ValueError, match="units"):
         Bridge(units=0)
+
+
+def test_mixed_float16_layer_policy_matches_float32():
+    x = np.random.default_rng(2).normal(size=(3, 6)).astype("float32")
+    reference = Bridge(units=4)
+    expected = np.asarray(reference(x))
+    bridge = Bridge(units=4, dtype="mixed_float16")  # the global policy stays float32
+    bridge(x)
+    bridge.set_weights(reference.get_weights())
+    output = bridge(x)
+    assert bridge.dense.compute_dtype == "float16" and output.dtype == "float16"
+    np.testing.assert_allclose(np.asarray(output, "float32"), expected, atol=1e-2)

@@ -171,3 +171,38 @@ def test_layer_contract_without_attention():
     rng = np.random.default_rng(6)
     targets, initial, _, _ = _decoder_inputs(rng)
     check_layer(GRUDecoder, dict(vocab_size=11, embedding_dim=4, units=6), [targets, initial])
+
+
+@pytest.mark.parametrize("attention", [None, "bahdanau", "luong_concat"])
+def test_mixed_float16_layer_policy_matches_float32(attention):
+    # A per-layer policy (the global one stays float32) reaches every sub-layer:
+    # the decoder computes in float16 and gives float32 logits close to those of
+    # the float32 decoder with the same weights; `step` gives the same logits.
+    rng = np.random.default_rng(8)
+    targets, initial, values, mask = _decoder_inputs(rng)
+    memory_inputs = (values, mask) if attention else ()
+    reference = GRUDecoder(11, 4, 6, attention=attention)
+    expected = np.asarray(reference(targets, initial, *memory_inputs))
+    decoder = GRUDecoder(11, 4, 6, attention=attention, dtype="mixed_float16")
+    decoder(targets, initial, *memory_inputs)
+    decoder.set_weights(reference.get_weights())
+    logits = decoder(targets, initial, *memory_inputs)
+    sublayers = [decoder.embedding, decoder.cell] + ([decoder.attention] if attention else [])
+    assert [layer.compute_dtype for layer in sublayers] == ["float16"] * len(sublayers)
+    assert logits.dtype == "float32" and np.all(np.isfinite(np.asarray(logits)))
+    np.testing.assert_allclose(np.asarray(logits), expected, atol=1e-2)
+    memory = decoder.prepare_memory(initial, *memory_inputs)
+    state = initial
+    for t in range(targets.shape[1]):
+        step_logits, state, _ = decoder.step(targets[:, t], state, memory)
+        assert step_logits.dtype == "float32"
+        np.testing.assert_allclose(np.asarray(step_logits), np.asarray(logits)[:, t], atol=1e-3)
+
+
+def test_layer_contract_with_mixed_float16_layer_policy():
+    # Config round-trip, symbolic call, fit and .keras save/load keep the policy.
+    rng = np.random.default_rng(9)
+    targets, initial, values, mask = _decoder_inputs(rng)
+    check_layer(GRUDecoder, dict(vocab_size=11, embedding_dim=4, units=6, attention="luong",
+                                 dtype="mixed_float16"),
+                [targets, initial, values, mask])

@@ -128,3 +128,21 @@ def test_layer_contract():
 def test_bad_arguments_are_named(kwargs, name):
     with pytest.raises(ValueError, match=name):
         LSTMEncoder(**kwargs)
+
+
+def test_mixed_float16_layer_policy_matches_float32():
+    # A per-layer policy (the global one stays float32) reaches the embedding and
+    # both directions of every LSTM: outputs close to the float32 encoder's.
+    ids = np.array([[5, 7, 2, 0], [3, 1, 0, 0], [0, 0, 0, 0]], "int32")
+    kwargs = dict(vocab_size=12, embedding_dim=3, units=4, bidirectional=True, num_layers=2)
+    reference = LSTMEncoder(**kwargs)
+    expected = [np.asarray(x) for x in reference(ids)]
+    encoder = LSTMEncoder(**kwargs, dtype="mixed_float16")
+    encoder(ids)
+    encoder.set_weights(reference.get_weights())
+    outputs = encoder(ids)
+    assert encoder.lstm_layers[0].backward_layer.compute_dtype == "float16"
+    for output, reference_output in zip(outputs, expected, strict=True):
+        assert output.dtype == "float16" and np.all(np.isfinite(np.asarray(output)))
+        np.testing.assert_allclose(np.asarray(output, "float32"), reference_output, atol=1e-2)
+    assert np.all(np.asarray(outputs[0])[0, 3:] == 0)  # padding stays zero

@@ -60,3 +60,25 @@ def test_layer_contract(score, units):
                  rng.normal(size=(2, 3, 4)).astype("float32"),
                  np.array([[True, True, False], [True, True, True]])],
                 fit=score != "dot")
+
+
+@pytest.mark.parametrize("score, units", [("dot", None), ("general", None), ("concat", 5)])
+def test_mixed_float16_layer_policy_matches_float32(score, units):
+    # A per-layer policy (the global one stays float32) reaches the Dense layers
+    # made in build(); a fully masked row still gives zeros in float16, never NaN.
+    rng = np.random.default_rng(3)
+    query = rng.normal(size=(3, 4)).astype("float32")
+    values = rng.normal(size=(3, 3, 4)).astype("float32")
+    mask = np.array([[True, True, False], [True, True, True], [False, False, False]])
+    reference = LuongAttention(score=score, units=units)
+    expected = [np.asarray(x) for x in reference(query, values, mask)]
+    attention = LuongAttention(score=score, units=units, dtype="mixed_float16")
+    attention(query, values, mask)
+    attention.set_weights(reference.get_weights())
+    outputs = attention(query, values, mask)
+    if attention.key_dense is not None:
+        assert attention.key_dense.compute_dtype == "float16"
+    for output, reference_output in zip(outputs, expected, strict=True):
+        assert output.dtype == "float16" and np.all(np.isfinite(np.asarray(output)))
+        np.testing.assert_allclose(np.asarray(output, "float32"), reference_output, atol=1e-2)
+    assert np.all(np.asarray(outputs[1])[2] == 0)

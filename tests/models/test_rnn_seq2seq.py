@@ -36,6 +36,31 @@ def test_decode_step_equals_teacher_forced_call(attention):
     np.testing.assert_allclose(step_by_step_logits(model, SOURCE, TARGET_IN), full, atol=1e-6)
 
 
+@pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
+def test_mixed_float16_logits_are_float32_and_training_works(attention):
+    # Under the global mixed_float16 policy the layers compute in float16 but
+    # the output projection in float32, as in the Transformer (its test checks
+    # the same); generate under mixed precision is checked in test_base.py.
+    target_out = np.array([[5, 7, 4, 9, 3], [6, 3, 0, 0, 0], [8, 8, 8, 8, 3]], "int32")
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = small_model(attention)
+        assert model.decoder.cell.compute_dtype == "float16"
+        assert model.decoder.output_dense.compute_dtype == "float32"
+        logits = model([SOURCE, TARGET_IN])
+        step_logits = step_by_step_logits(model, SOURCE, TARGET_IN)
+        model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+        history = model.fit([SOURCE, TARGET_IN], target_out, epochs=1, verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert logits.dtype == "float32" and np.all(np.isfinite(np.asarray(logits)))
+    assert step_logits.dtype == np.float32 and np.all(np.isfinite(step_logits))
+    np.testing.assert_allclose(step_logits, np.asarray(logits), atol=1e-2)
+    assert np.isfinite(history.history["loss"][0])
+    assert all(np.all(np.isfinite(w)) for w in model.get_weights())
+
+
 def test_state_contract_shapes():
     state = small_model().encode(SOURCE)
     for key, value in state.items():
