@@ -30,6 +30,11 @@ class RNNSeq2Seq(Seq2SeqModel):
     Training graph: `[source_ids, target_in_ids] → logits`
     `(batch_size, target_length, target_vocab_size)`.
 
+    Mixed precision. Under the `mixed_float16` policy the layers compute in
+    float16, except the decoder's output projection, which computes in
+    float32 (as the Transformer's does): the logits of the training call and
+    of `decode_step` are float32.
+
     Decoding contract: `encode(source_ids)` returns the dict
     `decoder_state` `(batch_size, units)`, and with attention `values`
     `(batch_size, source_length, encoder_dim)`, `keys`, `source_mask`
