@@ -23,6 +23,14 @@ class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+def _first_line(error):
+    """The first non-blank line of an exception's message (or its type name)."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
 # --------------------------------------------------------------------- data
 def load_pairs(dataset, split, limit=None):
     """`(pairs, references)` for a dataset spec: "cmudict" or "tsv:PATH".
@@ -65,9 +73,8 @@ def _load_tfds(dataset, split, limit):
     try:
         return load_tfds_pairs(dataset[5:], TFDS_SPLITS[split], limit=limit)
     except Exception as error:  # noqa: BLE001  (download, name or format problems: one line)
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CLIError(f"--dataset {dataset}: could not load split {TFDS_SPLITS[split]!r}: "
-                       f"{message}") from None
+                       f"{_first_line(error)}") from None
 
 
 def _spread_sample(items, limit):
@@ -123,18 +130,15 @@ def build_model(args, source_tokenizer, target_tokenizer):
 
 def make_optimizer(args):
     """Adam at --learning-rate, or with --warmup-steps the Transformer schedule
-    (Vaswani et al. 2017: linear warm-up, then 1/sqrt(step) decay)."""
+    (Vaswani et al. 2017: linear warm-up, then 1/sqrt(step) decay, Adam β2 = 0.98)."""
     import keras
 
-    from kerasseq.training import TransformerSchedule
+    from kerasseq.training import transformer_optimizer
 
-    learning_rate = args.learning_rate
     if getattr(args, "warmup_steps", None):
         width = args.d_model if args.model == "transformer" else args.units
-        learning_rate = TransformerSchedule(width, warmup_steps=args.warmup_steps)
-        return keras.optimizers.Adam(learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9,
-                                     clipnorm=args.clipnorm)
-    return keras.optimizers.Adam(learning_rate, clipnorm=args.clipnorm)
+        return transformer_optimizer(width, warmup_steps=args.warmup_steps, clipnorm=args.clipnorm)
+    return keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm)
 
 
 def save_model_atomically(model, path):
@@ -162,7 +166,9 @@ def load_model(path):
     try:
         model = keras.models.load_model(model_file)
     except Exception as error:  # noqa: BLE001  (reported as one line)
-        raise CLIError(f"{model_file!r} is not a loadable kerasseq model: {error}") from None
+        # Keras errors span many lines (the whole config); keep the first.
+        raise CLIError(f"{model_file!r} is not a loadable kerasseq model: "
+                       f"{_first_line(error)}") from None
     if not hasattr(model, "decode_step"):
         raise CLIError(f"{model_file!r} is a Keras model but not a kerasseq seq2seq model")
     return model
@@ -316,14 +322,21 @@ def is_saved_model(path):
     return os.path.isfile(os.path.join(path, "saved_model.pb"))
 
 
-def translate_with_saved_model(path, texts, args):
-    """Translate with the signatures of an exported SavedModel (TensorFlow only).
+def load_saved_model_translator(path, args):
+    """A function `texts -> translations` that calls an exported SavedModel.
+
+    Only a SavedModel written by `kerasseq export` (`export_translator`) is
+    accepted: its `assets.extra/kerasseq_export.json` names the
+    `kerasseq-translator` format and its signatures take a `tf.string` `text`.
+    Any other SavedModel is a one-line `CLIError`, before stdin is read.
 
     The search is fixed at export time: `--beam` / `--length-penalty` must
     match the recorded settings when given; `--nbest N` reads the first N
     columns of the `translate_nbest` signature.
     """
     import tensorflow as tf
+
+    from kerasseq.export import METADATA_PATH, NBEST_SIGNATURE, SERVING_SIGNATURE
 
     metadata = _read_export_metadata(path)
     exported_beams = metadata.get("num_beams")
@@ -338,47 +351,77 @@ def translate_with_saved_model(path, texts, args):
     try:
         translator = tf.saved_model.load(path)
     except Exception as error:  # noqa: BLE001  (reported as one line)
-        raise CLIError(f"{path!r} is not a loadable SavedModel: {str(error).splitlines()[0]}") from None
-    text = tf.constant(texts, tf.string)
-    if args.nbest and args.nbest > 1:
-        if "translate_nbest" not in translator.signatures:
-            raise CLIError(f"{path!r} has no translate_nbest signature")
-        nbest = translator.signatures["translate_nbest"](text=text)["translations"].numpy()
-        if nbest.shape[1] < args.nbest:
-            raise CLIError(f"--nbest {args.nbest}: {path!r} returns {nbest.shape[1]} hypotheses "
+        raise CLIError(f"{path!r} is not a loadable SavedModel: {_first_line(error)}") from None
+    nbest = args.nbest if args.nbest and args.nbest > 1 else None
+    name, output = (NBEST_SIGNATURE, "translations") if nbest else (SERVING_SIGNATURE, "translation")
+    signature = _text_signature(translator, name, output, path, METADATA_PATH)
+
+    def translate(texts):
+        outputs = signature(text=tf.constant(texts, tf.string))[output].numpy()
+        if not nbest:
+            return [item.decode("utf-8") for item in outputs]  # (batch_size,)
+        if outputs.shape[1] < nbest:  # (batch_size, num_return)
+            raise CLIError(f"--nbest {nbest}: {path!r} returns {outputs.shape[1]} hypotheses "
                            "per text; re-export with a larger --nbest")
-        return [[item.decode("utf-8") for item in row[: args.nbest]] for row in nbest]
-    if "serving_default" not in translator.signatures:
-        raise CLIError(f"{path!r} has no serving_default signature")
-    translations = translator.signatures["serving_default"](text=text)["translation"].numpy()
-    return [item.decode("utf-8") for item in translations]
+        return [[item.decode("utf-8") for item in row[:nbest]] for row in outputs]
+
+    return translate
+
+
+def _text_signature(translator, name, output, path, metadata_path):
+    """The signature `name` of a loaded SavedModel if it maps `text` to `output`."""
+    import tensorflow as tf
+
+    if name not in translator.signatures:
+        raise CLIError(f"{path!r} has no {name} signature")
+    signature = translator.signatures[name]
+    _, inputs = signature.structured_input_signature
+    text = inputs.get("text")
+    if (set(inputs) != {"text"} or text.dtype != tf.string
+            or output not in signature.structured_outputs):
+        raise CLIError(f"{path!r}: the {name} signature does not map a tf.string 'text' to "
+                       f"'{output}' ({metadata_path} may have been copied from another export)")
+    return signature
 
 
 def _read_export_metadata(path):
-    metadata_file = os.path.join(path, "assets.extra", "kerasseq_export.json")
-    if not os.path.isfile(metadata_file):
-        return {}
+    """The settings `kerasseq export` recorded in a SavedModel.
+
+    Raises:
+        CLIError: the SavedModel was not written by `kerasseq export` (no
+            metadata file, or one without the `kerasseq-translator` format).
+    """
+    from kerasseq.export import METADATA_FORMAT, METADATA_PATH
+
+    metadata_file = os.path.join(path, METADATA_PATH)
     try:
         with open(metadata_file) as handle:
-            return json.load(handle)
+            metadata = json.load(handle)
     except (OSError, ValueError):
-        return {}
+        metadata = None
+    if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
+        raise CLIError(f"{path!r} is a SavedModel but not a kerasseq translator (no "
+                       f"{METADATA_PATH} with format {METADATA_FORMAT!r}); export one with "
+                       "`kerasseq export MODEL_DIR EXPORT_DIR`")
+    return metadata
 
 
 def command_translate(args):
-    saved_model = is_saved_model(args.model_dir)
-    model = None if saved_model else load_model(args.model_dir)
+    if is_saved_model(args.model_dir):
+        translate = load_saved_model_translator(args.model_dir, args)
+    else:
+        model, search = load_model(args.model_dir), _search_kwargs(args)
+
+        def translate(texts):
+            return model.translate(texts, **search)
+
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not texts:
         raise CLIError("no text to translate: pass texts as arguments or on standard input")
     for text in texts:
         if not text.strip():
             raise CLIError(f"cannot translate an empty text: {text!r}")
-    if saved_model:
-        translations = translate_with_saved_model(args.model_dir, texts, args)
-    else:
-        translations = model.translate(texts, **_search_kwargs(args))
-    for text, translation in zip(texts, translations, strict=True):
+    for text, translation in zip(texts, translate(texts), strict=True):
         if isinstance(translation, list):
             print(text + "\t" + " | ".join(translation))
         else:
@@ -389,6 +432,7 @@ def command_evaluate(args):
     model = load_model(args.model_dir)
     _, references = load_pairs(args.dataset, args.split, args.limit)
     sources = list(references)
+    check_vocabulary_match(model, sources, args)
     search = _search_kwargs(args)
     search.pop("num_return", None)
     if args.dataset == "cmudict":
@@ -396,6 +440,34 @@ def command_evaluate(args):
     else:
         rates = evaluate_translation(model, sources, [references[s] for s in sources], **search)
     print(json.dumps({"split": args.split, **rates}))
+
+
+def unknown_token_rate(tokenizer, texts):
+    """`(unknown, total)`: source tokens of `texts` that `tokenizer` maps to `[UNK]`."""
+    ids = tokenizer.encode(list(texts))  # ragged (num_texts, None)
+    flat_ids = ids.flat_values.numpy()  # (total,)
+    return int((flat_ids == tokenizer.unk_id).sum()), int(flat_ids.size)
+
+
+def check_vocabulary_match(model, sources, args):
+    """Refuse to evaluate on data whose source text the model mostly cannot read.
+
+    A model trained on other data silently maps every unknown character or
+    word to `[UNK]` and scores near zero; above `--max-unknown-rate` unknown
+    source tokens that is reported as a one-line error instead.
+    """
+    tokenizer = getattr(model, "source_tokenizer", None)
+    if tokenizer is None or not sources:
+        return  # model.translate reports a model without tokenizers
+    unknown, total = unknown_token_rate(tokenizer, sources)
+    rate = unknown / total if total else 0.0
+    if rate > args.max_unknown_rate:
+        raise CLIError(
+            f"the vocabulary of --dataset {args.dataset} does not match the model's: "
+            f"{rate:.1%} of its source tokens ({unknown} of {total}, split {args.split}) are "
+            f"unknown to {args.model_dir!r} (--max-unknown-rate {args.max_unknown_rate:g}); "
+            "evaluate on the data the model was trained on"
+        )
 
 
 def evaluate_translation(model, sources, references, method="greedy", batch_size=64, **search):
@@ -445,6 +517,32 @@ def command_demo(args):
 
 
 # ------------------------------------------------------------------- parser
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse with a one-line error instead of the usage block.
+
+    `error()` prints `kerasseq: error: MESSAGE (see kerasseq COMMAND --help)`
+    on stderr and exits with 2. Subcommand parsers are of the same class
+    (`add_subparsers(parser_class=...)`), and unrecognized arguments are
+    reported by the parser of the command they were given to.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.command_parsers = {}  # filled by make_parser: {name: subparser}
+
+    def error(self, message):
+        message = " ".join(line.strip() for line in message.splitlines())
+        self.exit(2, f"kerasseq: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(namespace, "command", None)
+            self.command_parsers.get(command, self).error(
+                f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -452,6 +550,16 @@ def _positive_int(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
     return value
 
 
@@ -494,8 +602,9 @@ def _add_search_arguments(parser):
 
 
 def make_parser():
-    parser = argparse.ArgumentParser(prog="kerasseq", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineErrorParser(prog="kerasseq", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+    parser.command_parsers = commands.choices
 
     train_parser = commands.add_parser("train", help="train a model")
     _add_model_arguments(train_parser, epochs=10, max_train=None, evaluate_words=2000)
@@ -519,6 +628,9 @@ def make_parser():
     evaluate_parser.add_argument("--dataset", default="cmudict")
     evaluate_parser.add_argument("--split", default="dev", choices=["train", "dev", "test"])
     evaluate_parser.add_argument("--limit", type=_positive_int, default=None)
+    evaluate_parser.add_argument("--max-unknown-rate", type=_fraction, default=0.5,
+                                 help="largest fraction of source tokens outside the model's "
+                                 "vocabulary (default 0.5); above it the dataset is refused")
     _add_search_arguments(evaluate_parser)
     evaluate_parser.set_defaults(handler=command_evaluate)
 
@@ -555,7 +667,7 @@ def main(argv=None):
         print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
         return 2
     except (ValueError, FileNotFoundError) as error:
-        print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
+        print(f"kerasseq {args.command}: error: {_first_line(error)}", file=sys.stderr)
         return 2
     return 0
 

@@ -28,6 +28,7 @@ import collections
 import json
 import numbers
 import os
+import re
 import shutil
 import types
 import uuid
@@ -41,6 +42,9 @@ DEFAULT_MAX_SOURCE_LENGTH = 256
 SERVING_SIGNATURE = "serving_default"
 NBEST_SIGNATURE = "translate_nbest"
 METADATA_PATH = os.path.join("assets.extra", "kerasseq_export.json")
+# The "format" field of the metadata: how `kerasseq translate` tells a
+# kerasseq translator from any other SavedModel.
+METADATA_FORMAT = "kerasseq-translator"
 TEXT_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="text")
 
 # A string is "blank" when it holds nothing but the characters Python's
@@ -90,7 +94,9 @@ def export_translator(
     directory next to `path` (same file system), then renamed into place. An
     existing export at `path` (with `overwrite=True`) is moved aside, replaced
     and only then deleted. If anything fails, the previous content of `path`
-    is left as it was and no temporary directory remains.
+    is left as it was and no temporary directory remains (a process killed
+    with SIGKILL may leave one, never a half-written `path`; the next export
+    to `path` removes it: see `write_atomically`).
 
     Args:
         model: a `kerasseq.models.Seq2SeqModel` (any model with `encode`,
@@ -414,7 +420,7 @@ def _write_metadata(directory, model, settings):
     it to tell which search a SavedModel runs.
     """
     metadata = {
-        "format": "kerasseq-translator",
+        "format": METADATA_FORMAT,
         "signatures": {
             SERVING_SIGNATURE: {"inputs": ["text"], "outputs": ["translation", "score"]},
             NBEST_SIGNATURE: {"inputs": ["text"], "outputs": ["translations", "scores"]},
@@ -452,13 +458,79 @@ def _remove(path):
         os.remove(path)
 
 
+def _process_is_running(pid):
+    """False only when no process `pid` runs on this machine (probed with signal 0).
+
+    Outside POSIX (where `os.kill(pid, 0)` would send a signal) and for this
+    process itself the answer is always True, so nothing is cleaned up.
+    """
+    if os.name != "posix" or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OverflowError:
+        return False  # not a valid pid: no process can own the directory
+    except OSError:
+        return True  # e.g. PermissionError: the process exists, owned by another user
+    return True
+
+
+def stale_siblings(path):
+    """Leftovers of `write_atomically(path, ...)` calls whose process was killed.
+
+    Only hidden siblings named after `path` count: `.NAME.export-PID-TOKEN`
+    (a temporary directory) and `.NAME.old-PID-TOKEN` (a previous export set
+    aside), and only when no process `PID` is running.
+
+    Args:
+        path: absolute str, the export path.
+
+    Returns:
+        `{"export": [paths], "old": [paths]}`, sorted.
+    """
+    parent, name = os.path.split(path)
+    pattern = re.compile(rf"\.{re.escape(name)}\.(export|old)-(\d{{1,10}})-[0-9a-f]{{12}}")
+    stale = {"export": [], "old": []}
+    try:
+        entries = sorted(os.listdir(parent))
+    except FileNotFoundError:
+        return stale
+    for entry in entries:
+        match = pattern.fullmatch(entry)
+        if match and not _process_is_running(int(match.group(2))):
+            stale[match.group(1)].append(os.path.join(parent, entry))
+    return stale
+
+
 def write_atomically(path, write, overwrite=True):
     """Create the directory `path` with `write(directory)`, all or nothing.
 
-    `write` fills a fresh temporary directory next to `path`; the directory is
-    then renamed to `path` (one `rename` on the same file system). An
-    existing `path` is renamed aside first and deleted after the new one is in
-    place; if the final rename fails it is renamed back.
+    `write` fills a fresh temporary directory `.NAME.export-PID-TOKEN` next to
+    `path` (NAME its base name, PID this process); the directory is then
+    renamed to `path` (one `rename` on the same file system). An existing
+    `path` is first renamed aside to `.NAME.old-PID-TOKEN` and deleted after
+    the new one is in place; if the final rename fails it is renamed back.
+
+    A process killed outright (SIGKILL, so no `finally` runs) never leaves a
+    half-written directory at `path`:
+
+    * killed while `write` runs: `path` is untouched; a partial
+      `.NAME.export-PID-TOKEN` remains;
+    * killed between the two renames: `path` is briefly absent. The previous
+      export sits complete in `.NAME.old-PID-TOKEN` and the new one complete
+      in `.NAME.export-PID-TOKEN` (same token); rename either to `path` to
+      recover by hand;
+    * killed after the second rename: `path` is the new export; the old one
+      remains in `.NAME.old-PID-TOKEN`.
+
+    The next call for the same `path` removes such leftovers (see
+    `stale_siblings`): stale temporary directories before writing, stale
+    set-aside exports only once the new export is in place (until then one
+    may be the only complete copy). Directories of processes that still run
+    (a concurrent export) and siblings of other paths are left alone. PIDs
+    are checked on this machine only.
 
     Args:
         path: absolute str, the directory to create or replace.
@@ -472,7 +544,10 @@ def write_atomically(path, write, overwrite=True):
     """
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
-    token = uuid.uuid4().hex[:12]
+    stale = stale_siblings(path)
+    for directory in stale["export"]:
+        _remove(directory)
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
     temporary = os.path.join(parent, f".{name}.export-{token}")
     aside = os.path.join(parent, f".{name}.old-{token}")
     os.mkdir(temporary)
@@ -484,6 +559,7 @@ def write_atomically(path, write, overwrite=True):
                     f"Export path {path!r} already exists. Pass overwrite=True to replace it."
                 )
             os.rename(path, aside)
+            # A SIGKILL here leaves `path` absent and both exports complete.
             try:
                 os.rename(temporary, path)
             except BaseException:
@@ -492,5 +568,7 @@ def write_atomically(path, write, overwrite=True):
             _remove(aside)
         else:
             os.rename(temporary, path)
+        for directory in stale["old"]:  # the new export is in place
+            _remove(directory)
     finally:
         _remove(temporary)

@@ -2,27 +2,78 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
+import keras
 import pytest
+import tensorflow as tf
 
 TINY = ["--max-train-examples", "40", "--max-dev-examples", "20", "--evaluate-words", "10",
         "--embedding-dim", "8", "--units", "16", "--batch-size", "16", "--verbose", "0"]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+WORDS = ["cat", "dog"]
+
+# Lines that TensorFlow and absl write to stderr on their own (C++ logs in
+# glog format, absl's start-up notice, Python loggers): not the CLI's message.
+LOG_LINE = re.compile(
+    r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|(WARNING|INFO|ERROR):(absl|tensorflow):"
+)
 
 
-def kerasseq(*args, timeout=600):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, "-m", "kerasseq.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+def start(*args, stdin=False):
+    return subprocess.Popen([sys.executable, "-m", "kerasseq.cli", *args], text=True, env=ENV,
+                            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(process, input=None, timeout=600):
+    stdout, stderr = process.communicate(input, timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def kerasseq(*args, input=None, timeout=600):
+    return finish(start(*args, stdin=input is not None), input, timeout)
+
+
+def kerasseq_all(*commands):
+    """Run independent commands side by side (each one imports TensorFlow)."""
+    processes = [start(*command) for command in commands]
+    return [finish(process) for process in processes]
+
+
+def one_line_error(result):
+    """The single line left on stderr once TensorFlow's own log lines are dropped."""
+    assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
+    lines = [line for line in result.stderr.splitlines()
+             if line.strip() and not LOG_LINE.match(line)]
+    assert len(lines) == 1, result.stderr[-3000:]
+    return lines[0]
+
+
+def translations(stdout):
+    """`{source: translation}` from the `source<TAB>translation` lines of translate."""
+    return dict(line.split("\t") for line in stdout.splitlines())
 
 
 @pytest.fixture(scope="module")
 def trained_dir(tmp_path_factory):
     output = str(tmp_path_factory.mktemp("cli") / "g2p")
-    result = kerasseq("train", "--epochs", "2", "--output-dir", output, *TINY)
+    # A large learning rate, so that two epochs give non-empty translations.
+    result = kerasseq("train", "--epochs", "2", "--learning-rate", "1e-2", "--output-dir", output,
+                      *TINY)
     assert result.returncode == 0, result.stderr[-2000:]
     return output
+
+
+@pytest.fixture(scope="module")
+def trained_model(trained_dir):
+    import kerasseq.models  # noqa: F401  (registers the classes)
+
+    return keras.models.load_model(os.path.join(trained_dir, "model.keras"))
 
 
 def test_train_writes_model_history_and_summary(trained_dir):
@@ -36,19 +87,46 @@ def test_train_writes_model_history_and_summary(trained_dir):
     assert not any(name.endswith(".tmp") or ".tmp-" in name for name in os.listdir(trained_dir))
 
 
-def test_translate_arguments_and_stdin(trained_dir):
-    result = kerasseq("translate", trained_dir, "cat", "dog")
+def test_translate_arguments_and_stdin(trained_dir, trained_model):
+    arguments = start("translate", trained_dir, *WORDS)
+    piped = start("translate", trained_dir, "--beam", "3", "--nbest", "2", stdin=True)
+    result = finish(arguments)
     assert result.returncode == 0, result.stderr[-2000:]
-    lines = result.stdout.strip().splitlines()
-    assert [line.split("\t")[0] for line in lines] == ["cat", "dog"]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    piped = subprocess.run([sys.executable, "-m", "kerasseq.cli", "translate", trained_dir,
-                            "--beam", "3", "--nbest", "2"], input="cat\n\ndog\n",
-                           capture_output=True, text=True, timeout=600, env=env)
-    assert piped.returncode == 0, piped.stderr[-2000:]
-    rows = [line.split("\t") for line in piped.stdout.strip().splitlines()]
-    assert [row[0] for row in rows] == ["cat", "dog"]
-    assert all(len(row[1].split(" | ")) == 2 for row in rows)
+    greedy = trained_model.translate(WORDS)
+    assert any(greedy), "the fixture model should produce some phonemes"
+    assert result.stdout.splitlines() == [f"{word}\t{text}"
+                                          for word, text in zip(WORDS, greedy, strict=True)]
+    result = finish(piped, input="cat\n\ndog\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    nbest = trained_model.translate(WORDS, method="beam", num_beams=3, num_return=2,
+                                    length_penalty=0.0)
+    assert result.stdout.splitlines() == [f"{word}\t{' | '.join(texts)}"
+                                          for word, texts in zip(WORDS, nbest, strict=True)]
+    assert all(len(texts) == 2 for texts in nbest)
+
+
+def test_export_then_translate_equals_translate_with_the_same_beam(trained_dir, trained_model,
+                                                                   tmp_path):
+    export_dir = str(tmp_path / "export")
+    export, direct, direct_nbest = kerasseq_all(
+        ("export", trained_dir, export_dir, "--beam", "2"),
+        ("translate", trained_dir, *WORDS, "--beam", "2"),
+        ("translate", trained_dir, *WORDS, "--beam", "2", "--nbest", "2"),
+    )
+    for result in (export, direct, direct_nbest):
+        assert result.returncode == 0, result.stderr[-2000:]
+    served, served_nbest = kerasseq_all(("translate", export_dir, *WORDS),
+                                        ("translate", export_dir, *WORDS, "--nbest", "2"))
+    for result in (served, served_nbest):
+        assert result.returncode == 0, result.stderr[-2000:]
+    assert served.stdout == direct.stdout
+    assert served_nbest.stdout == direct_nbest.stdout
+    best = trained_model.translate(WORDS, method="beam", num_beams=2)
+    nbest = trained_model.translate(WORDS, method="beam", num_beams=2, num_return=2)
+    assert translations(served.stdout) == dict(zip(WORDS, best, strict=True))
+    assert translations(served_nbest.stdout) == {
+        word: " | ".join(texts) for word, texts in zip(WORDS, nbest, strict=True)}
+    assert all(texts[1] for texts in nbest), "the second-best hypotheses are never empty"
 
 
 def test_evaluate_prints_rates(trained_dir):
@@ -58,6 +136,48 @@ def test_evaluate_prints_rates(trained_dir):
     assert rates["split"] == "dev" and rates["words"] == 15 and 0 <= rates["wer"] <= 1
 
 
+def test_evaluate_refuses_a_dataset_with_another_vocabulary(trained_dir, tmp_path):
+    greek = "αβγδεζηθικλμνξοπρστυφχψω"
+    pairs = tmp_path / "greek.tsv"
+    pairs.write_text("".join(f"{greek[i % 24]}{greek[7 * i % 24]}{greek[5 * i % 24]}\tA B\n"
+                             for i in range(40)), encoding="utf-8")
+    dataset = f"tsv:{pairs}"
+    refused, allowed = kerasseq_all(
+        ("evaluate", trained_dir, "--dataset", dataset, "--split", "dev"),
+        ("evaluate", trained_dir, "--dataset", dataset, "--split", "dev",
+         "--max-unknown-rate", "1"),
+    )
+    message = one_line_error(refused)
+    assert message.startswith("kerasseq evaluate: error: ")
+    assert "does not match the model's" in message and "100.0%" in message
+    assert "(6 of 6, split dev)" in message  # 2 dev lines of 3 characters
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    assert json.loads(allowed.stdout.strip().splitlines()[-1])["sentences"] == 2
+
+
+def test_unknown_token_rate():
+    from kerasseq.cli import unknown_token_rate
+    from kerasseq.data import TextTokenizer
+
+    tokenizer = TextTokenizer.from_texts(["abc"], split="character")
+    assert unknown_token_rate(tokenizer, ["abx", "αβ", "c"]) == (3, 6)
+    assert unknown_token_rate(tokenizer, []) == (0, 0)
+
+
+def test_demo_smoke(tmp_path):
+    output = tmp_path / "demo"
+    result = kerasseq("demo", "--output-dir", str(output), "--epochs", "1",
+                      "--max-train-examples", "16", "--max-dev-examples", "8",
+                      "--evaluate-words", "0", "--embedding-dim", "4", "--units", "4",
+                      "--batch-size", "16", "--verbose", "0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "on 16 CMUdict words for 1 epochs" in result.stdout
+    printed = [line.split("->")[0].strip() for line in result.stdout.splitlines() if "->" in line]
+    assert printed == ["hello", "world", "keras", "sequence", "attention", "translation",
+                       "kerasseq"]
+    assert os.path.isfile(output / "model.keras") and os.path.isfile(output / "summary.json")
+
+
 @pytest.mark.parametrize("args, message", [
     (["translate", "/nonexistent/model", "cat"], "no kerasseq model"),
     (["train", "--dataset", "tsv:/nonexistent.tsv", "--output-dir", "/tmp/x"], "no such file"),
@@ -65,22 +185,100 @@ def test_evaluate_prints_rates(trained_dir):
     (["evaluate", "/nonexistent/model"], "no kerasseq model"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message):
-    result = kerasseq(*args)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert message in lines[-1] and lines[-1].startswith("kerasseq ")
+    line = one_line_error(kerasseq(*args))
+    assert line.startswith(f"kerasseq {args[0]}: error: ") and message in line
+
+
+ARGPARSE_ERRORS = [
+    (["train"], "the following arguments are required: --output-dir", "kerasseq train"),
+    (["train", "--epochs", "0", "--output-dir", "/tmp/x"],
+     "argument --epochs: expected a positive integer, got '0'", "kerasseq train"),
+    (["translate", "/tmp/x", "cat", "--bogus"], "unrecognized arguments: --bogus",
+     "kerasseq translate"),
+    (["evaluate", "/tmp/x", "--max-unknown-rate", "2"],
+     "argument --max-unknown-rate: expected a number in [0, 1], got '2'", "kerasseq evaluate"),
+    (["frobnicate"], "argument command: invalid choice: 'frobnicate'", "kerasseq"),
+    ([], "the following arguments are required: command", "kerasseq"),
+]
+
+
+@pytest.mark.parametrize("args, message, prog", ARGPARSE_ERRORS,
+                         ids=[" ".join(args) or "no-command" for args, _, _ in ARGPARSE_ERRORS])
+def test_argparse_error_is_one_line(args, message, prog, capsys):
+    from kerasseq.cli import main
+
+    with pytest.raises(SystemExit) as raised:
+        main(args)
+    assert raised.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith(f"kerasseq: error: {message}")
+    assert captured.err.endswith(f" (see {prog} --help)\n")
 
 
 def test_argparse_errors_are_nonzero():
-    assert kerasseq("train").returncode == 2  # --output-dir missing
-    assert kerasseq("train", "--epochs", "0", "--output-dir", "/tmp/x").returncode == 2
+    """The same errors through the console entry point: exit 2, one line on stderr."""
+    cases = [ARGPARSE_ERRORS[0], ARGPARSE_ERRORS[2]]
+    results = kerasseq_all(*(args for args, _, _ in cases))
+    for (args, message, prog), result in zip(cases, results, strict=True):
+        line = one_line_error(result)
+        assert line == f"kerasseq: error: {message} (see {prog} --help)", (args, line)
+        assert not result.stdout
+
+
+@keras.saving.register_keras_serializable(package="kerasseq_tests")
+class Doubling(keras.layers.Layer):
+    """A layer the `kerasseq` process has never heard of (registered only here)."""
+
+    def call(self, inputs):
+        return 2 * inputs
 
 
 def test_not_a_kerasseq_model(tmp_path):
-    bogus = tmp_path / "model.keras"
-    bogus.write_text("not a zip file")
-    result = kerasseq("translate", str(tmp_path), "cat")
-    assert result.returncode == 2 and "not a loadable kerasseq model" in result.stderr
+    """A broken file, a .keras file with an unknown class (a multi-line Keras
+    error), and a valid Keras model that is not a kerasseq model."""
+    directories = {name: tmp_path / name for name in ("bogus", "unknown_class", "plain_keras")}
+    for directory in directories.values():
+        directory.mkdir()
+    (directories["bogus"] / "model.keras").write_text("not a zip file")
+    custom = keras.Sequential([keras.Input((3,)), Doubling()])
+    custom.save(directories["unknown_class"] / "model.keras")
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    plain.save(directories["plain_keras"] / "model.keras")
+    commands = [("translate", str(directory), "cat") for directory in directories.values()]
+    results = dict(zip(directories, kerasseq_all(*commands), strict=True))
+    for name, result in results.items():
+        line = one_line_error(result)
+        assert line.startswith("kerasseq translate: error: ") and name in line, line
+    assert "not a loadable kerasseq model" in one_line_error(results["bogus"])
+    assert "not a loadable kerasseq model" in one_line_error(results["unknown_class"])
+    assert "is a Keras model but not a kerasseq seq2seq model" in one_line_error(
+        results["plain_keras"])
+
+
+class Doubler(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    def double(self, x):
+        return {"y": 2 * x}
+
+
+def test_foreign_saved_model_is_one_line_error(tmp_path):
+    foreign = str(tmp_path / "foreign")
+    module = Doubler()
+    tf.saved_model.save(module, foreign, signatures=module.double.get_concrete_function())
+    # Metadata copied from a real export does not make the signature right.
+    disguised = str(tmp_path / "disguised")
+    tf.saved_model.save(module, disguised, signatures=module.double.get_concrete_function())
+    os.makedirs(os.path.join(disguised, "assets.extra"))
+    with open(os.path.join(disguised, "assets.extra", "kerasseq_export.json"), "w") as handle:
+        json.dump({"format": "kerasseq-translator", "num_beams": 1, "method": "greedy"}, handle)
+    foreign_result, disguised_result = kerasseq_all(("translate", foreign, "cat"),
+                                                    ("translate", disguised, "cat"))
+    line = one_line_error(foreign_result)
+    assert line.startswith("kerasseq translate: error: ")
+    assert f"{foreign!r} is a SavedModel but not a kerasseq translator" in line
+    line = one_line_error(disguised_result)
+    assert f"{disguised!r}: the serving_default signature does not map" in line
 
 
 def test_tsv_dataset_trains(tmp_path):
@@ -124,5 +322,4 @@ def test_tfds_dataset_offline_with_mock_data(tmp_path, capsys):
 
 def test_unknown_tfds_dataset_is_one_line_error():
     result = kerasseq("train", "--dataset", "tfds:no_such_dataset_xyz", "--output-dir", "/tmp/x")
-    assert result.returncode == 2
-    assert "could not load" in result.stderr.strip().splitlines()[-1]
+    assert "could not load" in one_line_error(result)

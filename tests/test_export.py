@@ -8,6 +8,8 @@ imported, and its answers are compared with `model.translate` in this process.
 import json
 import math
 import os
+import re
+import signal
 import subprocess
 import sys
 
@@ -23,9 +25,10 @@ from kerasseq.export import (
     SERVING_SIGNATURE,
     export_translator,
     read_metadata,
+    stale_siblings,
     write_atomically,
 )
-from kerasseq.models import build_rnn_seq2seq
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy
 from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
 from tests.models.g2p_fixture import tiny_g2p
@@ -134,11 +137,7 @@ def rnn_export(g2p_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def transformer_export(g2p_model, tmp_path_factory):
-    """An untrained tiny Transformer and its export, or `None` if unavailable."""
-    try:
-        from kerasseq.models.transformer_seq2seq import build_transformer_seq2seq
-    except ImportError:
-        return None
+    """An untrained tiny Transformer and its export."""
     keras.utils.set_random_seed(5)
     _, words = g2p_model
     _, _, source, target = tiny_g2p()
@@ -161,11 +160,9 @@ def all_served(g2p_model, rnn_export, transformer_export):
         "unknown": [UNKNOWN_TEXT],
         "long": [LONG_TEXT],
         "empty_batch": [],
+    }, str(transformer_export[1]): {
+        "words": words, "blank": BLANK_TEXTS, "long": [LONG_TEXT], "empty_batch": [],
     }}
-    if transformer_export is not None:
-        requests[str(transformer_export[1])] = {
-            "words": words, "blank": BLANK_TEXTS, "long": [LONG_TEXT], "empty_batch": [],
-        }
     return serve_in_fresh_process(requests, cwd=os.path.dirname(str(rnn_export)))
 
 
@@ -239,8 +236,6 @@ def test_empty_batch_gives_empty_outputs(served):
 
 def test_transformer_export_matches_in_process_translate(g2p_model, transformer_export,
                                                         all_served):
-    if transformer_export is None:
-        pytest.skip("kerasseq.models.transformer_seq2seq is not available")
     model, path = transformer_export
     served = all_served[str(path)]
     _, words = g2p_model
@@ -344,6 +339,90 @@ def test_write_atomically_replaces_and_restores(tmp_path, monkeypatch):
     assert read_content(path) == "two" and os.listdir(tmp_path) == ["target"]
 
 
+def exited_process_id():
+    """The id of a process that has exited (and been reaped)."""
+    process = subprocess.Popen([sys.executable, "-I", "-S", "-c", ""])
+    process.wait()
+    return process.pid
+
+
+def test_later_export_removes_leftovers_of_killed_exports(tmp_path):
+    path = str(tmp_path / "target")
+    write_atomically(path, write_files("one"))
+    dead = exited_process_id()
+    running = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import time; time.sleep(300)"])
+    token = "0123456789ab"
+    stale_export = f".target.export-{dead}-{token}"  # killed while writing
+    stale_old = f".target.old-{dead}-{token}"  # killed after setting the old export aside
+    kept = [
+        f".target.export-{running.pid}-{token}",  # an export still running
+        f".target.old-{running.pid}-{token}",
+        f".target2.export-{dead}-{token}",  # another path's
+        f".target.export-{dead}-not-a-token",  # not named by write_atomically
+        f"target.old-{dead}-{token}",  # not hidden
+    ]
+    try:
+        for name in [stale_export, stale_old, *kept]:
+            (tmp_path / name).mkdir()
+            write_files("leftover")(str(tmp_path / name))
+        assert stale_siblings(path) == {"export": [str(tmp_path / stale_export)],
+                                        "old": [str(tmp_path / stale_old)]}
+
+        def failing_write(directory):
+            raise RuntimeError("disk full")
+
+        # A failed export removes stale temporary directories but keeps a
+        # set-aside export: it may be the only complete copy.
+        with pytest.raises(RuntimeError, match="disk full"):
+            write_atomically(path, failing_write)
+        assert sorted(os.listdir(tmp_path)) == sorted(["target", stale_old, *kept])
+        write_atomically(path, write_files("two"))
+        assert read_content(path) == "two"
+        assert sorted(os.listdir(tmp_path)) == sorted(["target", *kept])
+    finally:
+        running.kill()
+        running.wait()
+
+
+# Replaces the export at argv[1] and SIGKILLs itself right after the first
+# rename (the old export moved aside), before the new one is renamed in.
+KILLED_BETWEEN_RENAMES = r"""
+import os, signal, sys
+
+from kerasseq.export import write_atomically
+
+real_rename = os.rename
+
+def rename(source, destination):
+    real_rename(source, destination)
+    if ".old-" in os.path.basename(destination):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.rename = rename
+
+def write(directory):
+    with open(os.path.join(directory, "content.txt"), "w") as handle:
+        handle.write("two")
+
+write_atomically(sys.argv[1], write)
+"""
+
+
+def test_sigkill_between_the_renames_leaves_whole_exports(tmp_path):
+    path = str(tmp_path / "target")
+    write_atomically(path, write_files("one"))
+    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, path],
+                            capture_output=True, text=True, env=CHILD_ENV, cwd=REPO, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not os.path.exists(path)
+    (old,) = [name for name in os.listdir(tmp_path) if name.startswith(".target.old-")]
+    (new,) = [name for name in os.listdir(tmp_path) if name.startswith(".target.export-")]
+    assert old.split("-", 1)[1] == new.split("-", 1)[1]  # same process and token
+    assert read_content(tmp_path / old) == "one" and read_content(tmp_path / new) == "two"
+    write_atomically(path, write_files("three"))
+    assert read_content(path) == "three" and os.listdir(tmp_path) == ["target"]
+
+
 def test_existing_path_without_overwrite_raises(g2p_model, tmp_path):
     model, _ = g2p_model
     (tmp_path / "taken").mkdir()
@@ -425,11 +504,20 @@ def finish(process):
     return process.returncode, stdout, stderr
 
 
+# TensorFlow's and absl's own stderr lines (glog-format C++ logs, absl's
+# start-up notice, Python loggers), which are not the CLI's message.
+LOG_LINE = re.compile(
+    r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+:\d+\] "
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|(WARNING|INFO|ERROR):(absl|tensorflow):"
+)
+
+
 def one_line_error(stderr, command):
-    """The CLI's own message is one line (TensorFlow may log other lines)."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    messages = [line for line in stderr.splitlines() if line.startswith(f"kerasseq {command}:")]
+    """stderr is the CLI's one-line message once TensorFlow's log lines are dropped."""
+    messages = [line for line in stderr.splitlines() if line.strip() and not LOG_LINE.match(line)]
     assert len(messages) == 1, stderr[-3000:]
+    assert messages[0].startswith(f"kerasseq {command}: error: "), stderr[-3000:]
     return messages[0]
 
 
