@@ -131,6 +131,8 @@ def make_parser():
     parser.add_argument("--initial-model", default=None,
                         help="continue training this saved model.keras (its optimizer "
                              "state and schedule included); model options are ignored")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="with --initial-model: no training, only decode and score")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads TensorFlow may use (intra- and inter-op); "
                              "default: TensorFlow's choice (all cores)")
@@ -149,6 +151,8 @@ def main(argv=None):
         args.embedding_dim, args.units, args.num_beams = 16, 32, 2
         args.num_layers, args.d_model, args.num_heads, args.dff = 1, 32, 2, 64
         steps_per_epoch = 3
+    if args.evaluate_only and not args.initial_model:
+        make_parser().error("--evaluate-only needs --initial-model")
     if args.threads:
         import tensorflow as tf
 
@@ -192,23 +196,27 @@ def main(argv=None):
     if args.time_limit_minutes:
         callbacks.append(TimeLimit(args.time_limit_minutes * 60))
     started = time.time()
-    history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
-                        steps_per_epoch=steps_per_epoch, callbacks=callbacks,
-                        verbose=args.verbose)
+    if args.evaluate_only:
+        # Score a saved model (e.g. one whose run was cut short) without training.
+        model_path, losses = args.initial_model, {"loss": [], "val_loss": [float("nan")]}
+    else:
+        losses = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
+                           steps_per_epoch=steps_per_epoch, callbacks=callbacks,
+                           verbose=args.verbose).history
+        model_path = os.path.join(args.output_dir, "model.keras")
+        model.save(model_path)
     train_seconds = time.time() - started
-    model_path = os.path.join(args.output_dir, "model.keras")
-    model.save(model_path)
 
     results = {
         "model": args.model if args.model != "rnn" else f"rnn ({args.attention} attention)",
         "parameters": int(model.count_params()),
         "model_file_mb": round(os.path.getsize(model_path) / 2**20, 2),
         "train_pairs": len(train_pairs),
-        "epochs_run": len(history.history["loss"]),
+        "epochs_run": len(losses["loss"]),
         "train_seconds": round(train_seconds, 1),
         "threads": args.threads,
         "arguments": {k: v for k, v in vars(args).items() if k != "smoke"},
-        "best_dev_loss": float(min(history.history["val_loss"])),
+        "best_dev_loss": float(min(losses["val_loss"])),
         "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams),
     }
     if args.evaluate_test:
