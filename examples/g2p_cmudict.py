@@ -48,7 +48,7 @@ from kerasseq.training import (  # noqa: E402
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,
     TimeLimit,
-    TransformerSchedule,
+    transformer_optimizer,
 )
 
 try:  # written alongside the RNN; the example works without it
@@ -77,8 +77,7 @@ def build_model(args, source_tokenizer, target_tokenizer):
         dff=args.dff, dropout=args.dropout, max_length=MAX_LENGTH,
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
     )
-    schedule = TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps)
-    optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    optimizer = transformer_optimizer(args.d_model, warmup_steps=args.warmup_steps)
     return model, optimizer
 
 
