@@ -77,7 +77,8 @@ def build_model(args, source_tokenizer, target_tokenizer):
         dff=args.dff, dropout=args.dropout, max_length=MAX_LENGTH,
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
     )
-    optimizer = transformer_optimizer(args.d_model, warmup_steps=args.warmup_steps)
+    ema = {"use_ema": True, "ema_momentum": args.ema_momentum} if args.ema_momentum else {}
+    optimizer = transformer_optimizer(args.d_model, warmup_steps=args.warmup_steps, **ema)
     return model, optimizer
 
 
@@ -113,6 +114,10 @@ def make_parser():
     transformer.add_argument("--num-heads", type=int, default=4)
     transformer.add_argument("--dff", type=int, default=1024)
     transformer.add_argument("--warmup-steps", type=int, default=4000)
+    transformer.add_argument("--ema-momentum", type=float, default=None,
+                             help="keep an exponential moving average of the weights "
+                                  "(e.g. 0.999) and use it for the final model; "
+                                  "Keras swaps it in at the end of fit")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--patience", type=int, default=3,
@@ -205,6 +210,13 @@ def main(argv=None):
         model_path = os.path.join(args.output_dir, "model.keras")
         model.save(model_path)
     train_seconds = time.time() - started
+    final_dev_loss = None
+    if args.ema_momentum and not args.evaluate_only:
+        # fit() ended by swapping the moving average into the model; its dev loss
+        # next to the last epoch's (live weights) shows what the average did.
+        final_dev_loss = float(model.evaluate(dev_data, verbose=0, return_dict=True)["loss"])
+        print(f"dev loss with the averaged weights: {final_dev_loss:.4f} "
+              f"(live weights after the last epoch: {losses['val_loss'][-1]:.4f})")
 
     results = {
         "model": args.model if args.model != "rnn" else f"rnn ({args.attention} attention)",
@@ -216,6 +228,7 @@ def main(argv=None):
         "threads": args.threads,
         "arguments": {k: v for k, v in vars(args).items() if k != "smoke"},
         "best_dev_loss": float(min(losses["val_loss"])),
+        "final_dev_loss": final_dev_loss,
         "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams),
     }
     if args.evaluate_test:
