@@ -1,6 +1,13 @@
 """Position-wise feed-forward sublayer (with its Add & Norm) of a Transformer block."""
 
 import keras
+import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+
+
+def _inside_xla():
+    """True while tracing a function that XLA compiles (e.g. `fit` with `jit_compile=True`)."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -21,14 +28,32 @@ class FeedForward(keras.layers.Layer):
         activation: activation of the hidden layer (name or callable).
         norm_first: pre-norm if True, post-norm if False (default).
         layer_norm_epsilon: epsilon of the LayerNormalization.
+        skip_padding: if True (default), a training call that gets a
+            `padding_mask` runs the network on the real positions only (see
+            below). False always computes every position.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
         x: `(batch_size, length, d_model)`.
         training: Python bool or `None` (dropout).
+        padding_mask: optional boolean `(batch_size, length)`, True on real
+            positions.
 
     Returns:
         `(batch_size, length, d_model)`.
+
+    Skipping padding: the network is position-wise, so a padding position's
+    output depends on nothing but that position, and in a Transformer nothing
+    reads it back (attention masks padding keys, the loss masks padding
+    labels). With `training=True`, a `padding_mask` and `skip_padding=True`,
+    the layer gathers the real positions into one `(num_real, d_model)`
+    matrix, runs the two Dense layers, dropout and LayerNorm on it, and
+    scatters the results back; padding positions keep their input `x`. The
+    real positions' outputs and every gradient equal the full computation's;
+    on a batch that is 60 % padding, the FFN does 40 % of the work. The gather
+    has a data-dependent shape, which XLA cannot compile, so under
+    `jit_compile=True` (and in inference, `training` False or None) every
+    position is computed and the padding outputs are the usual ones.
 
     Example:
 
@@ -45,6 +70,7 @@ class FeedForward(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-5,
+        skip_padding=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -58,6 +84,7 @@ class FeedForward(keras.layers.Layer):
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.skip_padding = bool(skip_padding)
         self.supports_masking = True
         self.intermediate_dense = keras.layers.Dense(
             dff,
@@ -84,11 +111,29 @@ class FeedForward(keras.layers.Layer):
         self.layer_norm.build(x_shape)
         self.built = True
 
-    def call(self, x, training=None):
+    def call(self, x, training=None, padding_mask=None):
+        if (
+            padding_mask is not None
+            and self.skip_padding
+            and training is True
+            and not _inside_xla()
+        ):
+            return self._call_on_real_positions(x, padding_mask, training)
+        return self._sublayer(x, training)
+
+    def _sublayer(self, x, training):
         hidden = self.layer_norm(x) if self.norm_first else x
         hidden = self.output_dense(self.intermediate_dense(hidden))
         x = x + self.dropout_layer(hidden, training=training)
         return x if self.norm_first else self.layer_norm(x)
+
+    def _call_on_real_positions(self, x, padding_mask, training):
+        # (batch, length, d) -> (batch * length, d); keep the rows of real positions.
+        flat = tf.reshape(x, (-1, tf.shape(x)[-1]))
+        positions = tf.where(tf.reshape(tf.cast(padding_mask, "bool"), (-1,)))
+        outputs = self._sublayer(tf.gather_nd(flat, positions), training)
+        flat = tf.tensor_scatter_nd_update(flat, positions, tf.cast(outputs, flat.dtype))
+        return tf.reshape(flat, tf.shape(x))
 
     def compute_output_shape(self, x_shape):
         return tuple(x_shape)
@@ -103,6 +148,7 @@ class FeedForward(keras.layers.Layer):
                 "activation": self.activation,
                 "norm_first": self.norm_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "skip_padding": self.skip_padding,
             }
         )
         return config

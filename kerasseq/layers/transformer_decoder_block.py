@@ -135,7 +135,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             return_attention_scores=True,
             training=training,
         )
-        x = self.feed_forward(x, training=training)
+        x = self.feed_forward(x, padding_mask=target_padding_mask, training=training)
         return (x, scores) if return_attention_scores else x
 
     def init_self_cache(self, batch_size, max_length):

@@ -83,7 +83,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
     def call(self, x, padding_mask=None, training=None, mask=None):
         padding_mask = mask if padding_mask is None else padding_mask
         x = self.self_attention(x, padding_mask=padding_mask, training=training)
-        return self.feed_forward(x, training=training)
+        return self.feed_forward(x, padding_mask=padding_mask, training=training)
 
     def compute_output_shape(self, x_shape):
         return tuple(x_shape)

@@ -247,3 +247,50 @@ def test_translate_errors_and_coverage_penalty(trained_g2p):
     with pytest.raises(ValueError, match=r"texts\[0\] is empty"):
         model.translate([""])
     assert isinstance(model.translate("cat", method="beam", num_beams=3, coverage_penalty=0.2), str)
+
+
+def _feed_forward_layers(model):
+    from kerasseq.layers import FeedForward
+
+    return [layer for layer in model._flatten_layers() if isinstance(layer, FeedForward)]
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_training_step_skips_padding_with_identical_loss_and_gradients(norm_first):
+    # FeedForward runs on real positions only in training (not under XLA):
+    # a whole model's masked loss and every gradient must stay the same.
+    import tensorflow as tf
+
+    model = small_model(2, norm_first=norm_first, dropout=0.0)
+    loss_fn = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+    layers = _feed_forward_layers(model)
+    assert len(layers) == 4
+
+    def loss_and_gradients(skip_padding):
+        for layer in layers:
+            layer.skip_padding = skip_padding
+        with tf.GradientTape() as tape:
+            logits = model([SOURCE, TARGET_IN], training=True)
+            loss = loss_fn(TARGET_OUT, logits)
+        return float(loss), tape.gradient(loss, model.trainable_weights), np.asarray(logits)
+
+    skipped_loss, skipped, skipped_logits = loss_and_gradients(True)
+    full_loss, full, full_logits = loss_and_gradients(False)
+    padding = TARGET_IN == 0
+    assert not np.allclose(skipped_logits[padding], full_logits[padding])  # the skip did happen
+    np.testing.assert_allclose(skipped_logits[~padding], full_logits[~padding], atol=1e-5)
+    np.testing.assert_allclose(skipped_loss, full_loss, rtol=1e-6)
+    for variable, a, b in zip(model.trainable_weights, skipped, full, strict=True):
+        a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)  # embeddings: IndexedSlices
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=variable.path)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_fit_on_padded_batches_with_and_without_xla(jit_compile):
+    model = small_model(1, dropout=0.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=MaskedSparseCategoricalCrossentropy(),
+                  jit_compile=jit_compile)
+    before = model.evaluate([SOURCE, TARGET_IN], TARGET_OUT, verbose=0)
+    history = model.fit([SOURCE, TARGET_IN], TARGET_OUT, epochs=2, batch_size=3, verbose=0)
+    # learning rate 0: the training-mode loss (padding skipped or not) is the inference loss
+    np.testing.assert_allclose(history.history["loss"], [before, before], rtol=1e-5)
