@@ -1,13 +1,23 @@
 """Training throughput: kerasseq's Transformer vs the same model from keras-hub layers.
 
-Two comparisons (`--comparison layers|pipelines|both`, default both):
+Three comparisons (`--comparison layers|bucketed|pipelines|all`, default all):
 
-1. Layers only. Both models are trained with `model.fit` on the same CMUdict
-   G2P batches (`kerasseq.data.make_dataset`, padded to fixed `(batch, 24)`
-   shapes so that XLA compiles one program), with the same batch size,
-   optimizer and loss. This measures the layers and nothing else.
+1. Layers only, fixed shapes. Every model is trained with `model.fit` on the
+   same CMUdict G2P batches (`kerasseq.data.make_dataset`, padded to fixed
+   `(batch, 24)` shapes so that XLA compiles one program; about a third of the
+   positions are real tokens), with the same batch size, optimizer and loss.
+   This measures the layers and nothing else. Three models: kerasseq as
+   shipped, kerasseq with `FeedForward(skip_padding=False)` (an ablation:
+   kerasseq's feed-forward sublayers skip padding positions in training when
+   XLA is off, and this variant computes every position, like keras-hub), and
+   keras-hub.
 
-2. End-to-end training pipelines. Each model is trained on the batches its
+2. Layers only, bucketed. The same three models on the same length-bucketed
+   batches (`make_dataset(bucket_boundaries="auto")`, about 90 % real
+   positions), `jit_compile=False` only. What the padding skip is worth when
+   there is little padding to skip.
+
+3. End-to-end training pipelines. Each model is trained on the batches its
    library's own G2P pipeline produces from the same first `pairs` pairs of
    the seed-0 shuffled CMUdict training pairs: kerasseq on
    `make_dataset(pairs, ..., bucket_boundaries="auto", seed=0)`
@@ -16,9 +26,9 @@ Two comparisons (`--comparison layers|pipelines|both`, default both):
    translation recipe's fixed shapes (every source padded to 32 tokens; every
    target packed as `[START] phonemes [END]` into 34 tokens and split into
    decoder inputs `[:-1]` and labels `[1:]`, 33 tokens each). Same pairs, so
-   the same real target tokens; same batch size, optimizer and loss. Any gap
-   here comes from the padding that length bucketing avoids, not from faster
-   layers (the layers-only comparison measures those). Before timing, each
+   the same real target tokens; same batch size, optimizer and loss. Most of
+   the gap here comes from the padding that length bucketing avoids, not from
+   faster layers (comparisons 1 and 2 measure those). Before timing, each
    model is warmed up with one `fit` over one batch of each distinct batch
    shape of its pipeline, so every shape has been traced / XLA-compiled; the
    number of distinct shapes and the warm-up time are printed but not timed.
@@ -29,14 +39,22 @@ the same `d_model`, `num_heads`, `dff`, `num_layers` and post-norm; the only
 difference in size is keras-hub's learned position table (kerasseq uses the
 fixed sinusoidal one).
 
-In each comparison the runs alternate between the two models (and
-`jit_compile` off / on; the pipelines comparison runs `jit_compile=True` in the
-full mode only) for a few rounds after the warm-up `fit`, and the table shows the median throughput in target tokens per second (real,
-non-padding tokens of `target_out`) and the ratio kerasseq / keras-hub.
+In each comparison the runs alternate between the models (and `jit_compile`
+off / on; the pipelines comparison runs `jit_compile=True` in the full mode
+only) for a few rounds after the warm-up `fit`; the script prints every
+round and a table of the median throughput in target tokens per second (real,
+non-padding tokens of `target_out`) with the ratios to keras-hub.
+
+Run it with TensorFlow on one thread and the process free to use both cores
+(`TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1`, no `taskset`): the
+model's ops then run on one core, and the tf.data and Python threads do not
+compete with them. Pinned to a single core, every model stalled at the same
+0.511 s/step in some runs (see benchmarks/README.md).
 
 Usage:
 
-    .venv/bin/python benchmarks/train_throughput.py            # full
+    TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 \
+        .venv/bin/python benchmarks/train_throughput.py            # full
     .venv/bin/python benchmarks/train_throughput.py --quick    # < ~3 minutes
     .venv/bin/python benchmarks/train_throughput.py --smoke    # tiny model (~1.5 min: tracing)
     .venv/bin/python benchmarks/train_throughput.py --quick --comparison pipelines
@@ -65,6 +83,7 @@ from kerasseq.data import (  # noqa: E402
     load_cmudict_tokenizers,
     make_dataset,
 )
+from kerasseq.layers import FeedForward  # noqa: E402
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy  # noqa: E402
 
@@ -128,6 +147,16 @@ def kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length):
     )
 
 
+def kerasseq_model_without_skip(settings, source_vocab_size, target_vocab_size, max_length):
+    """kerasseq's model with `FeedForward(skip_padding=False)`: every position computed."""
+    model = kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length)
+    for layer in model._flatten_layers():
+        if isinstance(layer, FeedForward):
+            layer.skip_padding = False
+    return model
+
+
+
 def keras_hub_model(settings, source_vocab_size, target_vocab_size, max_length):
     """The same architecture from keras-hub layers (post-norm, ReLU, dropout 0.1)."""
     d_model, heads, dff = settings["d_model"], settings["num_heads"], settings["dff"]
@@ -153,6 +182,16 @@ def keras_hub_model(settings, source_vocab_size, target_vocab_size, max_length):
     return keras.Model([source_ids, target_in_ids], logits, name="keras_hub_transformer")
 
 
+# The models of the layers-only comparisons: kerasseq as shipped, kerasseq with
+# the training-time padding skip of FeedForward turned off (an ablation: the
+# same layers computing every position, as keras-hub does), and keras-hub.
+LAYERS_BUILDERS = {
+    "kerasseq": kerasseq_model,
+    "kerasseq, no skip": kerasseq_model_without_skip,
+    "keras-hub": keras_hub_model,
+}
+
+
 def compile_model(model, jit_compile):
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
@@ -176,7 +215,7 @@ def _stack(batches):
 
 
 def layers_comparison(mode):
-    """Both models on the same fixed-shape `(batch, 24)` batches: the layers only."""
+    """All models on the same fixed-shape `(batch, 24)` batches: the layers only."""
     settings = SETTINGS[mode]
     keras.utils.set_random_seed(0)
     max_length = 24  # CMUdict: words <= 22 characters, pronunciations <= 20 phonemes + end
@@ -186,10 +225,10 @@ def layers_comparison(mode):
     vocab = (source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size)
     warmup, measured = batches[: settings["warmup_steps"]], batches[settings["warmup_steps"]:]
     measured_tokens = sum(tokens[settings["warmup_steps"]:])
+    real_share = measured_tokens / (len(measured) * settings["batch_size"] * max_length)
 
-    builders = {"kerasseq": kerasseq_model, "keras-hub": keras_hub_model}
     models = {}
-    for name, builder in builders.items():
+    for name, builder in LAYERS_BUILDERS.items():
         for jit in (False, True):
             model = compile_model(builder(settings, *vocab, max_length), jit)
             timed_fit(model, warmup, len(warmup))  # traces / compiles
@@ -200,28 +239,75 @@ def layers_comparison(mode):
             seconds = timed_fit(model, measured, len(measured))
             rates[key].append(measured_tokens / seconds)
 
-    print("== layers only: the same fixed-shape batches for both models ==")
+    print("== layers only: the same fixed-shape batches for every model ==")
     print(f"mode={mode}  d_model={settings['d_model']} heads={settings['num_heads']} "
           f"dff={settings['dff']} layers={settings['num_layers']} batch={settings['batch_size']} "
           f"shape=({settings['batch_size']}, {max_length})  steps={settings['steps']} "
           f"rounds={settings['rounds']}  (median target tokens/s)")
-    print(f"parameters: kerasseq {models['kerasseq', False].count_params():,}  "
-          f"keras-hub {models['keras-hub', False].count_params():,} "
-          "(+ learned position tables)")
+    print(f"{real_share:.0%} of the target positions hold real tokens")
+    _print_parameters(models)
+    _print_rounds(rates)
     return _print_table(rates)
 
 
+def bucketed_layers_comparison(mode):
+    """All models on the same length-bucketed batches (little padding), jit off."""
+    settings = SETTINGS[mode]
+    keras.utils.set_random_seed(0)
+    pairs, source_tokenizer, target_tokenizer, _ = benchmark_pairs(settings["pairs"])
+    vocab = (source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size)
+    pipeline = Pipeline(make_dataset(pairs, source_tokenizer, target_tokenizer,
+                                     batch_size=settings["batch_size"],
+                                     bucket_boundaries="auto", seed=0))
+    models = {}
+    for name, builder in LAYERS_BUILDERS.items():
+        model = compile_model(builder(settings, *vocab, PIPELINE_MAX_LENGTH), False)
+        model.fit(pipeline.warmup_dataset(), epochs=1, verbose=0)  # every shape traced
+        models[name, False] = model
+    rates = {key: [] for key in models}
+    for _ in range(settings["pipeline_rounds"]):
+        for key, model in models.items():  # side by side, interleaved
+            started = time.perf_counter()
+            model.fit(pipeline.dataset, epochs=1, verbose=0)
+            rates[key].append(pipeline.tokens / (time.perf_counter() - started))
+
+    print("== layers only: the same length-bucketed batches for every model (jit off) ==")
+    print(f"mode={mode}  batch={settings['batch_size']}  rounds={settings['pipeline_rounds']}  "
+          f"make_dataset(bucket_boundaries='auto', seed=0) on {len(pairs):,} pairs: "
+          + pipeline.describe())
+    _print_rounds(rates)
+    return _print_table(rates)
+
+
+def _print_parameters(models):
+    print("parameters: " + "  ".join(
+        f"{name} {models[name, False].count_params():,}" for name in LAYERS_BUILDERS
+        if (name, False) in models) + " (keras-hub: + learned position tables)")
+
+
+def _print_rounds(rates):
+    print("tok/s of each round: " + ",  ".join(
+        f"{name} jit_compile={jit} " + " ".join(f"{rate:,.0f}" for rate in values)
+        for (name, jit), values in rates.items()))
+
+
 def _print_table(rates):
-    print(f"{'jit_compile':<12}{'kerasseq tok/s':>16}{'keras-hub tok/s':>17}{'ratio':>8}")
+    """Median tok/s per model and jit setting, and each kerasseq variant / keras-hub."""
+    names = [name for name in LAYERS_BUILDERS if any(key[0] == name for key in rates)]
+    ours = [name for name in names if name != "keras-hub"]
+    header = f"{'jit_compile':<12}" + "".join(f"{name + ' tok/s':>24}" for name in names)
+    header += "".join(f"{name + ' / keras-hub':>30}" for name in ours)
+    print(header)
     results = {}
     for jit in (False, True):
-        if not rates.get(("kerasseq", jit)):
-            print(f"{str(jit):<12}{'not run in this mode (see SETTINGS)':>41}")
+        if not rates.get(("keras-hub", jit)):
+            print(f"{str(jit):<12}not run in this mode (see SETTINGS)")
             continue
-        ours = statistics.median(rates["kerasseq", jit])
-        theirs = statistics.median(rates["keras-hub", jit])
-        results[jit] = (ours, theirs)
-        print(f"{str(jit):<12}{ours:>16,.0f}{theirs:>17,.0f}{ours / theirs:>8.2f}")
+        medians = {name: statistics.median(rates[name, jit]) for name in names}
+        results[jit] = medians
+        row = f"{str(jit):<12}" + "".join(f"{medians[name]:>24,.0f}" for name in names)
+        row += "".join(f"{medians[name] / medians['keras-hub']:>30.2f}" for name in ours)
+        print(row)
     return results
 
 
@@ -368,20 +454,24 @@ def pipelines_comparison(mode):
     print("warm-up fit over one batch of each distinct shape (not timed): " + ",  ".join(
         f"{name} jit_compile={jit} {seconds:.1f} s"
         for (name, jit), seconds in warmup_seconds.items()))
-    print("tok/s of each round: " + ",  ".join(
-        f"{name} jit_compile={jit} " + " ".join(f"{rate:,.0f}" for rate in values)
-        for (name, jit), values in rates.items()))
+    _print_rounds(rates)
     return _print_table(rates)
 
 
-def run(mode, comparison="both"):
+COMPARISONS = {
+    "layers": layers_comparison,
+    "bucketed": bucketed_layers_comparison,
+    "pipelines": pipelines_comparison,
+}
+
+
+def run(mode, comparison="all"):
+    names = list(COMPARISONS) if comparison == "all" else [comparison]
     results = {}
-    if comparison in ("layers", "both"):
-        results["layers"] = layers_comparison(mode)
-    if comparison == "both":
-        print()
-    if comparison in ("pipelines", "both"):
-        results["pipelines"] = pipelines_comparison(mode)
+    for index, name in enumerate(names):
+        if index:
+            print()
+        results[name] = COMPARISONS[name](mode)
     return results
 
 
@@ -391,9 +481,11 @@ def main(argv=None):
     group.add_argument("--quick", action="store_true",
                        help="fewer steps / pairs (< ~3 min on one core)")
     group.add_argument("--smoke", action="store_true", help="tiny model, a few steps (tests)")
-    parser.add_argument("--comparison", choices=["layers", "pipelines", "both"], default="both",
-                        help="layers: same fixed-shape batches for both models; pipelines: "
-                             "each model on its own library's pipeline (default: both)")
+    parser.add_argument("--comparison", choices=[*COMPARISONS, "all"], default="all",
+                        help="layers: the same fixed-shape batches for every model; "
+                             "bucketed: the same length-bucketed batches (jit off); "
+                             "pipelines: each model on its own library's pipeline "
+                             "(default: all three)")
     args = parser.parse_args(argv)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     started = time.perf_counter()
