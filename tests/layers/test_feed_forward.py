@@ -105,3 +105,15 @@ def test_padding_is_computed_in_inference_and_under_xla():
     # XLA needs static shapes: the gather of real positions is not used there
     compiled = tf.function(lambda x: layer(x, padding_mask=mask, training=True), jit_compile=True)
     np.testing.assert_allclose(compiled(x), full, atol=1e-5)
+
+
+def test_skipping_padding_under_mixed_precision():
+    x, mask, _ = _padded_batch()
+    layer = FeedForward(d_model=6, dff=12, dtype="mixed_float16")
+    skipped = layer(x, padding_mask=mask, training=True)
+    assert skipped.dtype == "float16"
+    layer.skip_padding = False
+    full = layer(x, padding_mask=mask, training=True)
+    skipped, full = np.asarray(skipped, "float32"), np.asarray(full, "float32")
+    assert np.all(np.isfinite(skipped))
+    np.testing.assert_allclose(skipped[mask], full[mask], atol=1e-2)
