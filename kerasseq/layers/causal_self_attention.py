@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kerasseq.layers._padding import skips_padding
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     merge_masks,
@@ -106,6 +107,11 @@ class CausalSelfAttention(BaseAttention):
             padding_to_attention_mask(padding_mask),
         )
         # (batch_size or 1, target_length, target_length)
+        if skips_padding(self, padding_mask, training):
+            outputs, attention_scores = self._call_on_real_positions(
+                x, padding_mask, attention_mask, training
+            )
+            return (outputs, attention_scores) if return_attention_scores else outputs
         normed = self._pre_norm(x)
         attention_output, attention_scores = self.attention(
             normed,

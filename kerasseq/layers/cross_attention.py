@@ -2,6 +2,7 @@
 
 import keras
 
+from kerasseq.layers._padding import skips_padding
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     _executing_eagerly,
@@ -41,6 +42,9 @@ class CrossAttention(BaseAttention):
             carried by `context`.
         return_attention_scores: if True, also return the attention weights.
         training: Python bool or `None` (dropout).
+        padding_mask: optional boolean `(batch_size, target_length)`, True on
+            real target positions. With `context_mask` too, training calls
+            skip the padding (see `BaseAttention`); otherwise unused.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
@@ -74,9 +78,16 @@ class CrossAttention(BaseAttention):
         context_mask=None,
         return_attention_scores=False,
         training=None,
+        padding_mask=None,
     ):
         attention_mask = padding_to_attention_mask(context_mask)
         # (batch_size, 1, source_length)
+        if context_mask is not None and skips_padding(self, padding_mask, training):
+            outputs, attention_scores = self._call_on_real_positions(
+                x, padding_mask, attention_mask, training, context, context_mask
+            )
+            self._remember(attention_scores)
+            return (outputs, attention_scores) if return_attention_scores else outputs
         attention_output, attention_scores = self.attention(
             self._pre_norm(x),
             context,

@@ -1,13 +1,8 @@
 """Position-wise feed-forward sublayer (with its Add & Norm) of a Transformer block."""
 
 import keras
-import tensorflow as tf
-from tensorflow.python.ops import control_flow_util
 
-
-def _inside_xla():
-    """True while tracing a function that XLA compiles (e.g. `fit` with `jit_compile=True`)."""
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+from kerasseq.layers._padding import RealPositions, skips_padding
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -112,13 +107,10 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None, padding_mask=None):
-        if (
-            padding_mask is not None
-            and self.skip_padding
-            and training is True
-            and not _inside_xla()
-        ):
-            return self._call_on_real_positions(x, padding_mask, training)
+        if skips_padding(self, padding_mask, training):
+            positions = RealPositions(padding_mask)
+            rows = self._sublayer(positions.gather(x), training)  # (num_real, d_model)
+            return positions.scatter(rows, into=x)
         return self._sublayer(x, training)
 
     def _sublayer(self, x, training):
@@ -126,14 +118,6 @@ class FeedForward(keras.layers.Layer):
         hidden = self.output_dense(self.intermediate_dense(hidden))
         x = x + self.dropout_layer(hidden, training=training)
         return x if self.norm_first else self.layer_norm(x)
-
-    def _call_on_real_positions(self, x, padding_mask, training):
-        # (batch, length, d) -> (batch * length, d); keep the rows of real positions.
-        flat = tf.reshape(x, (-1, tf.shape(x)[-1]))
-        positions = tf.where(tf.reshape(tf.cast(padding_mask, "bool"), (-1,)))
-        outputs = self._sublayer(tf.gather_nd(flat, positions), training)
-        flat = tf.tensor_scatter_nd_update(flat, positions, tf.cast(outputs, flat.dtype))
-        return tf.reshape(flat, tf.shape(x))
 
     def compute_output_shape(self, x_shape):
         return tuple(x_shape)

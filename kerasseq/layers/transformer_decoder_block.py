@@ -134,6 +134,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
             context_mask=source_padding_mask,
             return_attention_scores=True,
             training=training,
+            padding_mask=target_padding_mask,
         )
         x = self.feed_forward(x, padding_mask=target_padding_mask, training=training)
         return (x, scores) if return_attention_scores else x

@@ -249,22 +249,23 @@ def test_translate_errors_and_coverage_penalty(trained_g2p):
     assert isinstance(model.translate("cat", method="beam", num_beams=3, coverage_penalty=0.2), str)
 
 
-def _feed_forward_layers(model):
-    from kerasseq.layers import FeedForward
-
-    return [layer for layer in model._flatten_layers() if isinstance(layer, FeedForward)]
+def _padding_skipping_layers(model):
+    return [layer for layer in model._flatten_layers() if hasattr(layer, "skip_padding")]
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_training_step_skips_padding_with_identical_loss_and_gradients(norm_first):
-    # FeedForward runs on real positions only in training (not under XLA):
-    # a whole model's masked loss and every gradient must stay the same.
+    # In training (not under XLA) the attention and feed-forward sublayers run
+    # their projections on real positions only: a whole model's masked loss and
+    # every gradient must stay the same.
     import tensorflow as tf
 
     model = small_model(2, norm_first=norm_first, dropout=0.0)
     loss_fn = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
-    layers = _feed_forward_layers(model)
-    assert len(layers) == 4
+    layers = _padding_skipping_layers(model)
+    kinds = sorted(type(layer).__name__ for layer in layers)
+    assert kinds == sorted(["GlobalSelfAttention", "FeedForward"] * 2
+                           + ["CausalSelfAttention", "CrossAttention", "FeedForward"] * 2)
 
     def loss_and_gradients(skip_padding):
         for layer in layers:
