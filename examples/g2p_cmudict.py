@@ -82,13 +82,14 @@ def build_model(args, source_tokenizer, target_tokenizer):
     return model, optimizer
 
 
-def evaluate(model, entries, methods, num_beams, batch_size=256):
+def evaluate(model, entries, methods, num_beams, batch_size=256, length_penalty=0.0):
     """WER / PER and decoding time of each search method on `(word, prons)` entries."""
     words = [word for word, _ in entries]
     references = [prons for _, prons in entries]
     scores = {}
     for method in methods:
-        search = {"num_beams": num_beams} if method == "beam" else {}
+        search = ({"num_beams": num_beams, "length_penalty": length_penalty}
+                  if method == "beam" else {})
         started = time.time()
         hypotheses = model.translate(words, method=method, batch_size=batch_size, **search)
         seconds = time.time() - started
@@ -130,6 +131,12 @@ def make_parser():
     parser.add_argument("--dev-words", type=int, default=None,
                         help="dev words decoded for WER/PER (default: all 6,302)")
     parser.add_argument("--num-beams", type=int, default=5)
+    parser.add_argument("--length-penalty", type=float, default=0.0,
+                        help="beam search length penalty alpha (0: plain log-probability)")
+    parser.add_argument("--tune-length-penalty", type=float, nargs="+", default=None,
+                        metavar="ALPHA",
+                        help="also decode dev with beam search at each of these alphas, "
+                             "keep the best dev WER and use it for --evaluate-test")
     parser.add_argument("--evaluate-test", action="store_true",
                         help="also score the 12,604 test words (once, at the very end)")
     parser.add_argument("--initial-model", default=None,
@@ -229,11 +236,28 @@ def main(argv=None):
         "arguments": {k: v for k, v in vars(args).items() if k != "smoke"},
         "best_dev_loss": float(min(losses["val_loss"])),
         "final_dev_loss": final_dev_loss,
-        "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams),
+        "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams,
+                        length_penalty=args.length_penalty),
     }
+    length_penalty = args.length_penalty
+    if args.tune_length_penalty:
+        # Model selection on dev only: the test split never sees the other alphas.
+        tuning = {args.length_penalty: results["dev"][f"beam{args.num_beams}"]}
+        for alpha in args.tune_length_penalty:
+            if alpha not in tuning:
+                tuning[alpha] = evaluate(model, dev_entries, ["beam"], args.num_beams,
+                                         length_penalty=alpha)[f"beam{args.num_beams}"]
+            print(f"dev beam{args.num_beams} length_penalty={alpha}: "
+                  f"WER {tuning[alpha]['wer']:.2%}  PER {tuning[alpha]['per']:.2%}")
+        length_penalty = min(tuning, key=lambda alpha: (tuning[alpha]["wer"], tuning[alpha]["per"]))
+        results["dev_length_penalty_tuning"] = {str(alpha): rates for alpha, rates in tuning.items()}
+        results["dev"][f"beam{args.num_beams}"] = tuning[length_penalty]
+        print(f"length_penalty chosen on dev: {length_penalty}")
+    results["length_penalty"] = length_penalty
     if args.evaluate_test:
         test_entries = load_cmudict("test")[: 32 if args.smoke else None]
-        results["test"] = evaluate(model, test_entries, ["greedy", "beam"], args.num_beams)
+        results["test"] = evaluate(model, test_entries, ["greedy", "beam"], args.num_beams,
+                                   length_penalty=length_penalty)
     with open(os.path.join(args.output_dir, "results.json"), "w") as handle:
         json.dump(results, handle, indent=2)
 

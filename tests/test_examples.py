@@ -40,9 +40,16 @@ def test_g2p_cmudict_transformer_smoke(tmp_path):
     if module.build_transformer_seq2seq is None:
         pytest.skip("kerasseq.models.build_transformer_seq2seq is not available")
     results = module.main(["--smoke", "--model", "transformer", "--evaluate-test",
+                           "--ema-momentum", "0.9", "--tune-length-penalty", "0.5", "1.0",
                            "--output-dir", str(tmp_path)])
     assert results["model"] == "transformer"
     assert results["test"]["greedy"]["words"] == 32  # the smoke run scores 32 test words
+    tuning = results["dev_length_penalty_tuning"]
+    assert set(tuning) == {"0.0", "0.5", "1.0"}
+    best = min(tuning.values(), key=lambda rates: (rates["wer"], rates["per"]))
+    assert results["dev"]["beam2"] == best
+    assert str(results["length_penalty"]) in tuning
+    assert results["final_dev_loss"] is not None  # the averaged weights were scored
 
 
 def test_english_to_bengali_numbers_smoke(tmp_path):

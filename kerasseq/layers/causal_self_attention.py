@@ -62,6 +62,8 @@ class CausalSelfAttention(BaseAttention):
         key_dim: per-head size; defaults to `d_model // num_heads`.
         norm_first: pre-norm if True, post-norm if False (default).
         layer_norm_epsilon: epsilon of the LayerNormalization.
+        skip_padding: if True (default), training calls with padding masks
+            compute the real positions only (see `BaseAttention`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:

@@ -17,7 +17,9 @@ class GlobalSelfAttention(BaseAttention):
     al., 2017, "Attention Is All You Need", section 3.2.3, encoder
     self-attention); with `norm_first=True`,
     `y = x + Dropout(MultiHead(LN(x), LN(x), LN(x)))`. Padding positions are
-    hidden as keys; their own outputs are computed but meaningless.
+    hidden as keys; their own outputs are meaningless, and in training
+    (`skip_padding=True`, not under XLA) they are not computed at all: padding
+    positions keep their input.
 
     Args:
         d_model: model width, the last dimension of `x` and of the output.
@@ -26,6 +28,8 @@ class GlobalSelfAttention(BaseAttention):
         key_dim: per-head size; defaults to `d_model // num_heads`.
         norm_first: pre-norm if True, post-norm if False (default).
         layer_norm_epsilon: epsilon of the LayerNormalization.
+        skip_padding: if True (default), training calls with padding masks
+            compute the real positions only (see `BaseAttention`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
