@@ -83,7 +83,12 @@ from kerasseq.data import (  # noqa: E402
     load_cmudict_tokenizers,
     make_dataset,
 )
-from kerasseq.layers import FeedForward  # noqa: E402
+from kerasseq.layers import (  # noqa: E402
+    CausalSelfAttention,
+    CrossAttention,
+    FeedForward,
+    GlobalSelfAttention,
+)
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy  # noqa: E402
 
@@ -148,11 +153,15 @@ def kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length):
 
 
 def kerasseq_model_without_skip(settings, source_vocab_size, target_vocab_size, max_length):
-    """kerasseq's model with `FeedForward(skip_padding=False)`: every position computed."""
+    """kerasseq's model with `skip_padding=False` on every attention and
+    feed-forward sublayer: every position computed, as in keras-hub."""
     model = kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length)
-    for layer in model._flatten_layers():
-        if isinstance(layer, FeedForward):
-            layer.skip_padding = False
+    sublayers = [layer for layer in model._flatten_layers() if hasattr(layer, "skip_padding")]
+    kinds = {type(layer) for layer in sublayers}
+    if kinds != {FeedForward, GlobalSelfAttention, CausalSelfAttention, CrossAttention}:
+        raise AssertionError(f"unexpected sublayers with skip_padding: {kinds}")
+    for layer in sublayers:
+        layer.skip_padding = False
     return model
 
 
