@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasseq.layers._padding import skips_padding
+from kerasseq.layers._padding import skip_or_full, skips_padding
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     _executing_eagerly,
@@ -84,21 +84,29 @@ class CrossAttention(BaseAttention):
     ):
         attention_mask = padding_to_attention_mask(context_mask)
         # (batch_size, 1, source_length)
-        if context_mask is not None and skips_padding(self, padding_mask, training):
-            outputs, attention_scores = self._call_on_real_positions(
-                x, padding_mask, attention_mask, training, context, context_mask
+
+        def full():
+            attention_output, attention_scores = self.attention(
+                self._pre_norm(x),
+                context,
+                attention_mask=attention_mask,
+                return_attention_scores=True,
+                training=training,
             )
-            self._remember(attention_scores)
-            return (outputs, attention_scores) if return_attention_scores else outputs
-        attention_output, attention_scores = self.attention(
-            self._pre_norm(x),
-            context,
-            attention_mask=attention_mask,
-            return_attention_scores=True,
-            training=training,
-        )
+            return self._add_and_norm(x, attention_output, training), attention_scores
+
+        if context_mask is not None and skips_padding(self, padding_mask, training):
+            outputs, attention_scores = skip_or_full(
+                lambda: self._call_on_real_positions(
+                    x, padding_mask, attention_mask, training, context, context_mask
+                ),
+                full,
+                padding_mask,
+                context_mask,
+            )
+        else:
+            outputs, attention_scores = full()
         self._remember(attention_scores)
-        outputs = self._add_and_norm(x, attention_output, training)
         return (outputs, attention_scores) if return_attention_scores else outputs
 
     def compute_cache(self, context):

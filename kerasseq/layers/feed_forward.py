@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasseq.layers._padding import RealPositions, skips_padding
+from kerasseq.layers._padding import RealPositions, skip_or_full, skips_padding
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -48,7 +48,9 @@ class FeedForward(keras.layers.Layer):
     on a batch that is 60 % padding, the FFN does 40 % of the work. The gather
     has a data-dependent shape, which XLA cannot compile, so under
     `jit_compile=True` (and in inference, `training` False or None) every
-    position is computed and the padding outputs are the usual ones.
+    position is computed and the padding outputs are the usual ones. Batches
+    with less than a quarter of padding are computed in full too (the gather
+    and scatter would cost more than they save; `_padding.SKIP_PADDING_BELOW`).
 
     Example:
 
@@ -108,9 +110,13 @@ class FeedForward(keras.layers.Layer):
 
     def call(self, x, training=None, padding_mask=None):
         if skips_padding(self, padding_mask, training):
-            positions = RealPositions(padding_mask)
-            rows = self._sublayer(positions.gather(x), training)  # (num_real, d_model)
-            return positions.scatter(rows, into=x)
+
+            def skip():
+                positions = RealPositions(padding_mask)
+                rows = self._sublayer(positions.gather(x), training)  # (num_real, d_model)
+                return positions.scatter(rows, into=x)
+
+            return skip_or_full(skip, lambda: self._sublayer(x, training), padding_mask)
         return self._sublayer(x, training)
 
     def _sublayer(self, x, training):
