@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._padding import skip_or_full, skips_padding
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     merge_masks,
@@ -109,26 +108,9 @@ class CausalSelfAttention(BaseAttention):
             padding_to_attention_mask(padding_mask),
         )
         # (batch_size or 1, target_length, target_length)
-
-        def full():
-            normed = self._pre_norm(x)
-            attention_output, attention_scores = self.attention(
-                normed,
-                normed,
-                attention_mask=attention_mask,
-                return_attention_scores=True,
-                training=training,
-            )
-            return self._add_and_norm(x, attention_output, training), attention_scores
-
-        if skips_padding(self, padding_mask, training):
-            outputs, attention_scores = skip_or_full(
-                lambda: self._call_on_real_positions(x, padding_mask, attention_mask, training),
-                full,
-                padding_mask,
-            )
-        else:
-            outputs, attention_scores = full()
+        outputs, attention_scores = self._attend_add_and_norm(
+            x, attention_mask, training, padding_mask
+        )
         return (outputs, attention_scores) if return_attention_scores else outputs
 
     def init_cache(self, batch_size, max_length):

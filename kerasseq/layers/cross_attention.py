@@ -2,7 +2,6 @@
 
 import keras
 
-from kerasseq.layers._padding import skip_or_full, skips_padding
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     _executing_eagerly,
@@ -84,28 +83,9 @@ class CrossAttention(BaseAttention):
     ):
         attention_mask = padding_to_attention_mask(context_mask)
         # (batch_size, 1, source_length)
-
-        def full():
-            attention_output, attention_scores = self.attention(
-                self._pre_norm(x),
-                context,
-                attention_mask=attention_mask,
-                return_attention_scores=True,
-                training=training,
-            )
-            return self._add_and_norm(x, attention_output, training), attention_scores
-
-        if context_mask is not None and skips_padding(self, padding_mask, training):
-            outputs, attention_scores = skip_or_full(
-                lambda: self._call_on_real_positions(
-                    x, padding_mask, attention_mask, training, context, context_mask
-                ),
-                full,
-                padding_mask,
-                context_mask,
-            )
-        else:
-            outputs, attention_scores = full()
+        outputs, attention_scores = self._attend_add_and_norm(
+            x, attention_mask, training, padding_mask, context, context_mask
+        )
         self._remember(attention_scores)
         return (outputs, attention_scores) if return_attention_scores else outputs
 

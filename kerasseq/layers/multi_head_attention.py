@@ -19,7 +19,7 @@ import math
 import keras
 from keras import ops
 
-from kerasseq.layers._padding import RealPositions
+from kerasseq.layers._padding import RealPositions, skip_or_full, skips_padding
 
 # Masked scores are filled with this value *after* the scores are cast to
 # float32, so it is finite in every compute dtype we run in (float16 included).
@@ -494,6 +494,38 @@ class BaseAttention(keras.layers.Layer):
     def _add_and_norm(self, residual, attention_output, training):
         x = residual + self.dropout_layer(attention_output, training=training)
         return x if self.norm_first else self.layer_norm(x)
+
+    def _attend_add_and_norm(
+        self, x, attention_mask, training, padding_mask=None, context=None, context_mask=None
+    ):
+        """Attention (self-attention when `context` is None) + dropout + residual + LayerNorm.
+
+        Returns `(outputs, attention_scores)`. In training, with the padding
+        masks of every input given, batches with enough padding take
+        `_call_on_real_positions` (see `kerasseq.layers._padding`).
+        """
+
+        def full():
+            normed = self._pre_norm(x)
+            attention_output, attention_scores = self.attention(
+                normed,
+                normed if context is None else context,
+                attention_mask=attention_mask,
+                return_attention_scores=True,
+                training=training,
+            )
+            return self._add_and_norm(x, attention_output, training), attention_scores
+
+        masks = (padding_mask,) if context is None else (padding_mask, context_mask)
+        if any(mask is None for mask in masks) or not skips_padding(self, padding_mask, training):
+            return full()
+        return skip_or_full(
+            lambda: self._call_on_real_positions(
+                x, padding_mask, attention_mask, training, context, context_mask
+            ),
+            full,
+            *masks,
+        )
 
     def _call_on_real_positions(
         self, x, padding_mask, attention_mask, training, context=None, context_mask=None
