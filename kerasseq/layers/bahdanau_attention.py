@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._attention_math import masked_softmax
+from kerasseq.layers._attention_math import additive_score, masked_softmax
 from kerasseq.layers._validation import check_positive_int
 
 
@@ -71,7 +71,7 @@ class BahdanauAttention(keras.layers.Layer):
         """Unnormalised scores e_{t,i}: `(batch_size, source_length)`."""
         query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
         hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
-        return ops.squeeze(self.score_dense(hidden), -1)  # (batch_size, source_length)
+        return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
 
     def call(self, query, values, mask=None, keys=None):
         if keys is None:

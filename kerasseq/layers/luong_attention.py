@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._attention_math import masked_softmax
+from kerasseq.layers._attention_math import additive_score, masked_softmax
 from kerasseq.layers._validation import check_choice, check_positive_int
 
 SCORES = ("dot", "general", "concat")
@@ -101,7 +101,7 @@ class LuongAttention(keras.layers.Layer):
         if self.score_name == "concat":
             query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
             hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
-            return ops.squeeze(self.score_dense(hidden), -1)
+            return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
         return ops.einsum("bd,bsd->bs", query, keys)  # (batch_size, source_length)
 
     def call(self, query, values, mask=None, keys=None):

@@ -150,6 +150,30 @@ class Seq2SeqModel(keras.Model):
 
     source_length_multiple = 8
 
+    # ----------------------------------------------------------- tokenizers
+    # The tokenizers are data, not part of the compute graph: they are kept
+    # out of Keras' layer tracking (a tracked `StringLookup` has
+    # `supports_jit=False`, which would make Keras refuse XLA for the whole
+    # model, `jit_compile="auto"` on a GPU included). They are saved through
+    # `get_config`, and `kerasseq.export` tracks their lookup tables itself.
+    _UNTRACKED = ("source_tokenizer", "target_tokenizer")
+
+    def __setattr__(self, name, value):
+        if name in self._UNTRACKED:
+            object.__setattr__(self, "_untracked_" + name, value)
+            return
+        super().__setattr__(name, value)
+
+    @property
+    def source_tokenizer(self):
+        """The `TextTokenizer` of the source side, or `None` (ids only)."""
+        return self.__dict__.get("_untracked_source_tokenizer")
+
+    @property
+    def target_tokenizer(self):
+        """The `TextTokenizer` of the target side, or `None` (ids only)."""
+        return self.__dict__.get("_untracked_target_tokenizer")
+
     # ------------------------------------------------------------ contract
     def encode(self, source_ids):
         raise NotImplementedError
