@@ -17,10 +17,13 @@ from kerasseq.models import (  # noqa: E402
     build_transformer_seq2seq,
     translate,
 )
+from kerasseq.translator import SearchConfig, Translator  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "SearchConfig",
+    "Translator",
     "build_rnn_seq2seq",
     "build_transformer_seq2seq",
     "data",

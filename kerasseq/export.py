@@ -1,10 +1,13 @@
 """Export a kerasseq model as a SavedModel that translates strings end to end.
 
-`export_translator(model, path)` writes a TensorFlow SavedModel whose graph
-does everything `Seq2SeqModel.translate` does: tokenize the source text,
-encode it, run greedy or beam search (the `tf.while_loop` of
-`kerasseq.decoding`) and turn the target ids back into text. The result needs
-TensorFlow only: no kerasseq, no Keras model class, no Python vocabulary.
+`export_translator(model, path)` saves a `kerasseq.Translator` (the one
+inference path that `Seq2SeqModel.translate`, `kerasseq.translate` and the
+CLI use, with the same `SearchConfig` defaults: beam search, 4 beams) as a
+TensorFlow SavedModel: tokenize the source text, encode it, run greedy or
+beam search (the `tf.while_loop` of `kerasseq.decoding`, XLA-compiled with
+`jit_compile="auto"`, rows and columns padded to buckets) and turn the target
+ids back into text. The result needs TensorFlow only: no kerasseq, no Keras
+model class, no Python vocabulary.
 
 Signatures (batch size unknown until serving time):
 
@@ -24,71 +27,52 @@ Bad input never crashes the graph:
 * an empty batch (shape `(0,)`) gives empty outputs.
 """
 
-import collections
 import json
 import numbers
 import os
 import re
 import shutil
-import types
 import uuid
 
 import tensorflow as tf
 
-from kerasseq import decoding
+from kerasseq.translator import SearchConfig, Translator
+
+__all__ = ["Translator", "export_translator", "read_metadata", "write_atomically"]
 
 EXPORT_METHODS = ("greedy", "beam")
-DEFAULT_MAX_SOURCE_LENGTH = 256
 SERVING_SIGNATURE = "serving_default"
 NBEST_SIGNATURE = "translate_nbest"
 METADATA_PATH = os.path.join("assets.extra", "kerasseq_export.json")
 # The "format" field of the metadata: how `kerasseq translate` tells a
 # kerasseq translator from any other SavedModel.
 METADATA_FORMAT = "kerasseq-translator"
-TEXT_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="text")
-
-# A string is "blank" when it holds nothing but the characters Python's
-# `str.strip()` removes: ASCII whitespace, vertical tab, the separators
-# U+001C..U+001F and U+0085, and every Unicode space/line/paragraph separator
-# (category Z). RE2 syntax (used by `tf.strings.regex_full_match`).
-_BLANK_PATTERN = r"[\s\v\x{1c}-\x{1f}\x{85}\p{Z}]*"
-
-ExportSettings = collections.namedtuple("ExportSettings", [
-    "method", "num_beams", "num_return", "length_penalty", "max_length",
-    "max_source_length", "jit_compile",
-])
-ExportSettings.__doc__ = """Search and input settings frozen into an export.
-
-Fields:
-    method: `"greedy"` or `"beam"`.
-    num_beams: int >= 1 (1 for greedy).
-    num_return: int, columns of the `translate_nbest` outputs.
-    length_penalty: float alpha >= 0 (GNMT length penalty, beam only).
-    max_length: int, most target tokens generated.
-    max_source_length: int, source tokens kept per text.
-    jit_compile: bool, XLA-compile the search loop.
-"""
 
 
 def export_translator(
     model,
     path,
+    config=None,
     *,
-    method="beam",
-    num_beams=4,
-    length_penalty=0.0,
+    method=None,
+    num_beams=None,
+    length_penalty=None,
     max_length=None,
     num_return=None,
     max_source_length=None,
-    jit_compile=False,
+    jit_compile=None,
     overwrite=True,
 ):
     """Write a SavedModel that maps source strings to translations and scores.
 
-    Tokenization, `model.encode`, the search and detokenization all run inside
-    the exported graph, so the SavedModel can be served by plain TensorFlow
+    The exported functions are those of `kerasseq.Translator(model, config)`:
+    tokenization, `model.encode`, the search and detokenization all run inside
+    the graph, so the SavedModel can be served by plain TensorFlow
     (`tf.saved_model.load`) or TF Serving without kerasseq. The search
-    settings are fixed at export time.
+    settings are fixed at export time; they default to `SearchConfig()`'s
+    (beam search, 4 beams, `jit_compile="auto"`), like every other entry
+    point. With XLA, each new `(rows bucket, source-length bucket)` shape is
+    compiled on its first call in the serving process.
 
     The export is atomic: the SavedModel is first written to a temporary
     directory next to `path` (same file system), then renamed into place. An
@@ -99,23 +83,25 @@ def export_translator(
     to `path` removes it: see `write_atomically`).
 
     Args:
-        model: a `kerasseq.models.Seq2SeqModel` (any model with `encode`,
-            `decode_step`, `source_tokenizer` and `target_tokenizer`).
+        model: a `kerasseq.decoding.Seq2SeqDecodable` with
+            `source_tokenizer` and `target_tokenizer` (a kerasseq model).
         path: str or path-like, the SavedModel directory to create.
+        config: optional `kerasseq.SearchConfig`; the keyword arguments below
+            replace its fields. `"sample"` cannot be exported.
         method: `"beam"` (default) or `"greedy"`.
-        num_beams: int >= 1, beams kept by beam search (ignored for greedy).
+        num_beams: int >= 1, beams kept by beam search (default 4).
         length_penalty: float alpha >= 0, GNMT length penalty (beam only).
         max_length: int >= 1, most target tokens per translation (default:
             the model's `max_target_length`).
         num_return: int, hypotheses returned per text by `translate_nbest`,
-            in `[1, num_beams]`; default `num_beams` (1 for greedy, which can
-            only return 1).
+            in `[1, num_beams]`; default `num_beams` (1 for greedy).
         max_source_length: int >= 1, source tokens kept per text; longer
             sources are truncated to their first `max_source_length` tokens
             (default: the source tokenizer's `max_length`, or 256, capped at
             the model's `max_length` for models with a position table such
             as the Transformer).
-        jit_compile: bool, compile the search loop with XLA.
+        jit_compile: True, False or `"auto"` (default): XLA-compile the
+            encoder and the search.
         overwrite: bool; with False an existing `path` raises
             `FileExistsError`.
 
@@ -136,10 +122,10 @@ def export_translator(
     ...     text=tf.constant(["hello"]))["translation"]              # doctest: +SKIP
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'HH AH0 L OW1'], dtype=object)>
     """
-    settings = resolve_settings(
-        model, method=method, num_beams=num_beams, length_penalty=length_penalty,
-        max_length=max_length, num_return=num_return,
-        max_source_length=max_source_length, jit_compile=jit_compile,
+    translator = make_translator(
+        model, config, method=method, num_beams=num_beams, length_penalty=length_penalty,
+        max_length=max_length, num_return=num_return, max_source_length=max_source_length,
+        jit_compile=jit_compile,
     )
     if not isinstance(overwrite, bool):
         raise ValueError(f"overwrite must be a bool. Received: overwrite={overwrite!r}")
@@ -148,11 +134,15 @@ def export_translator(
         raise FileExistsError(
             f"Export path {path!r} already exists. Pass overwrite=True to replace it."
         )
-    translator = Translator(model, settings)
+    module = translator.serving_module()
 
     def write(directory):
-        tf.saved_model.save(translator, directory, signatures=translator.signatures())
-        _write_metadata(directory, model, settings)
+        signatures = {
+            SERVING_SIGNATURE: module.translate.get_concrete_function(),
+            NBEST_SIGNATURE: module.translate_nbest.get_concrete_function(),
+        }
+        tf.saved_model.save(module, directory, signatures=signatures)
+        _write_metadata(directory, model, translator)
 
     write_atomically(path, write, overwrite=overwrite)
     return path
@@ -163,24 +153,13 @@ def export_translator(
 # --------------------------------------------------------------------------
 
 
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1. Received: {name}={value!r}")
-    return int(value)
+def make_translator(model, config=None, **settings):
+    """The `Translator` an export saves: `config` with `settings` (not None) applied.
 
-
-def resolve_settings(model, *, method="beam", num_beams=4, length_penalty=0.0,
-                     max_length=None, num_return=None, max_source_length=None,
-                     jit_compile=False):
-    """Check the `export_translator` arguments and fill in the defaults.
-
-    Args:
-        model: the model to export.
-        method, num_beams, length_penalty, max_length, num_return,
-            max_source_length, jit_compile: see `export_translator`.
-
-    Returns:
-        An `ExportSettings`.
+    Export rules on top of `SearchConfig`'s: only greedy or beam search;
+    `num_return` defaults to `num_beams` (the columns of `translate_nbest`);
+    `max_source_length` may not exceed a position table; the model needs
+    tokenizers.
 
     Raises:
         ValueError: naming the first bad argument.
@@ -199,213 +178,47 @@ def resolve_settings(model, *, method="beam", num_beams=4, length_penalty=0.0,
                 f"target_tokenizer (the text is tokenized inside the SavedModel). "
                 f"Received: model.{attribute}=None"
             )
+    settings = {name: value for name, value in settings.items() if value is not None}
+    method = settings.get("method", config.method if config is not None else "beam")
     if method not in EXPORT_METHODS:
         raise ValueError(
             f"method must be one of {list(EXPORT_METHODS)}. Received: method={method!r}"
         )
-    num_beams = _check_positive_int("num_beams", num_beams)
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, numbers.Real) \
-            or not length_penalty >= 0:
-        raise ValueError(
-            f"length_penalty must be a float >= 0. Received: length_penalty={length_penalty!r}"
-        )
-    # A model with a fixed position table (the Transformer) exposes its size
-    # as `max_length`; neither sources nor targets may be longer.
+    for name in ("num_beams", "num_return", "max_length", "max_source_length"):
+        if name in settings:
+            _check_positive_int(name, settings[name])
+    if "num_return" not in settings and method == "beam":
+        num_beams = settings.get("num_beams", config.num_beams if config is not None else 4)
+        if config is None or config.num_return == 1:
+            settings["num_return"] = num_beams
+    if "num_return" in settings and method == "greedy":
+        if settings["num_return"] > 1:
+            raise ValueError(
+                f"num_return must be <= num_beams=1 (method={method!r}). "
+                f"Received: num_return={settings['num_return']}"
+            )
+        settings.pop("num_return")
     position_limit = getattr(model, "max_length", None)
     if isinstance(position_limit, bool) or not isinstance(position_limit, numbers.Integral):
         position_limit = None
-    if max_length is None:
-        max_length = getattr(model, "max_target_length", None)
-    max_length = _check_positive_int("max_length", max_length)
-    if position_limit is not None and max_length > position_limit:
-        raise ValueError(
-            f"max_length must be <= the model's max_length={position_limit} (its "
-            f"position table). Received: max_length={max_length}"
-        )
-    if method == "greedy":
-        num_beams = 1
-    if num_return is None:
-        num_return = num_beams
-    num_return = _check_positive_int("num_return", num_return)
-    if num_return > num_beams:
-        raise ValueError(
-            f"num_return must be <= num_beams={num_beams} (method={method!r}). "
-            f"Received: num_return={num_return}"
-        )
-    if max_source_length is None:
-        max_source_length = getattr(model.source_tokenizer, "max_length", None)
-        max_source_length = max_source_length or DEFAULT_MAX_SOURCE_LENGTH
-        if position_limit is not None:
-            max_source_length = min(max_source_length, position_limit)
-    max_source_length = _check_positive_int("max_source_length", max_source_length)
-    if position_limit is not None and max_source_length > position_limit:
+    source_limit = settings.get("max_source_length")
+    if position_limit is not None and source_limit is not None and source_limit > position_limit:
         raise ValueError(
             f"max_source_length must be <= the model's max_length={position_limit} "
-            f"(its position table). Received: max_source_length={max_source_length}"
+            f"(its position table). Received: max_source_length={source_limit}"
         )
-    if not isinstance(jit_compile, bool):
-        raise ValueError(f"jit_compile must be a bool. Received: jit_compile={jit_compile!r}")
-    return ExportSettings(
-        method, num_beams, num_return, float(length_penalty), max_length,
-        max_source_length, jit_compile,
-    )
-
-
-# --------------------------------------------------------------------------
-# The exported module.
-# --------------------------------------------------------------------------
-
-
-def _lookup_tables(tokenizer):
-    """Every lookup table (a `TrackableResource`) reachable from `tokenizer`.
-
-    A `tf.function` that uses a hash table can only be saved if the table is
-    an attribute of a tracked object; `Translator` keeps these in a list.
-    """
-    return [
-        trackable
-        for trackable in tf.train.TrackableView(tokenizer).descendants()
-        if isinstance(trackable, tf.saved_model.experimental.TrackableResource)
-    ]
-
-
-class Translator(tf.Module):
-    """The `tf.Module` that `export_translator` saves.
-
-    It tracks exactly what the serving functions capture: the model's
-    variables and the tokenizers' lookup tables (an untracked table makes
-    `tf.saved_model.save` fail, or the vocabulary comes back empty). The
-    Keras model and tokenizer objects themselves stay out of the saved object
-    graph, so loading needs neither Keras classes nor kerasseq.
-
-    Args:
-        model: a kerasseq seq2seq model with tokenizers.
-        settings: an `ExportSettings` (see `resolve_settings`).
-
-    Call arguments (of `translate` and `translate_nbest`):
-        text: `tf.string` `(batch_size,)`.
-
-    Returns:
-        `translate`: `{"translation": tf.string (batch_size,),
-        "score": float32 (batch_size,)}`; `translate_nbest`:
-        `{"translations": tf.string (batch_size, num_return),
-        "scores": float32 (batch_size, num_return)}`.
-
-    Example:
-
-    >>> translator = Translator(model, resolve_settings(model))   # doctest: +SKIP
-    >>> translator.translate(tf.constant(["cat"]))["translation"]  # doctest: +SKIP
-    """
-
-    def __init__(self, model, settings):
-        super().__init__(name="kerasseq_translator")
-        # A plain namespace is not a trackable container: the Keras objects
-        # are used while tracing but not written to the object graph.
-        self._python = types.SimpleNamespace(
-            model=model, source_tokenizer=model.source_tokenizer,
-            target_tokenizer=model.target_tokenizer, settings=settings,
+    if position_limit is not None and settings.get("max_length", 0) > position_limit:
+        raise ValueError(
+            f"max_length must be <= the model's max_length={position_limit} (its "
+            f"position table). Received: max_length={settings['max_length']}"
         )
-        self.model_variables = list(model.variables)
-        self.lookup_tables = (
-            _lookup_tables(model.source_tokenizer) + _lookup_tables(model.target_tokenizer)
-        )
-        self.translate = tf.function(self._translate, input_signature=[TEXT_SPEC])
-        self.translate_nbest = tf.function(self._translate_nbest, input_signature=[TEXT_SPEC])
-
-    def signatures(self):
-        """`{signature name: concrete function}` for `tf.saved_model.save`."""
-        return {
-            SERVING_SIGNATURE: self.translate.get_concrete_function(),
-            NBEST_SIGNATURE: self.translate_nbest.get_concrete_function(),
-        }
-
-    # ------------------------------------------------------------ serving
-    def _translate(self, text):
-        translations, scores = self._translate_texts(text, num_return=1)
-        return {"translation": translations[:, 0], "score": scores[:, 0]}
-
-    def _translate_nbest(self, text):
-        num_return = self._python.settings.num_return
-        translations, scores = self._translate_texts(text, num_return=num_return)
-        return {"translations": translations, "scores": scores}
-
-    def _translate_texts(self, text, num_return):
-        """Translate a batch; blank texts (or texts without tokens) give "" and 0.0.
-
-        Returns:
-            `(translations, scores)`: `tf.string` and float32
-            `(batch_size, num_return)`.
-        """
-        model = self._python.model
-        source_tokenizer = self._python.source_tokenizer
-        target_tokenizer = self._python.target_tokenizer
-        max_length = self._python.settings.max_length
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
-        batch_size = tf.shape(text)[0]
-        source_ids = source_tokenizer.encode(text)  # ragged (batch_size, None)
-        source_ids = source_ids[:, : self._python.settings.max_source_length]
-        blank = tf.strings.regex_full_match(text, _BLANK_PATTERN)  # (batch_size,)
-        has_tokens = tf.logical_and(tf.logical_not(blank), source_ids.row_lengths() > 0)
-        rows = tf.cast(tf.where(has_tokens)[:, 0], tf.int32)  # (kept,)
-        kept_ids = tf.gather(source_ids, rows)  # ragged (kept, None)
-
-        def search():
-            return self._search(model, kept_ids.to_tensor(default_value=0), num_return)
-
-        def nothing_to_search():
-            return (
-                tf.zeros([0, num_return, max_length], tf.int32),
-                tf.zeros([0, num_return], tf.float32),
-            )
-
-        token_ids, scores = tf.cond(tf.size(rows) > 0, search, nothing_to_search)
-        # (kept, num_return, max_length), (kept, num_return)
-        token_ids = tf.scatter_nd(
-            rows[:, None], token_ids, tf.stack([batch_size, num_return, max_length])
-        )  # (batch_size, num_return, max_length), blank rows all 0
-        scores = tf.scatter_nd(
-            rows[:, None], scores, tf.stack([batch_size, num_return])
-        )  # (batch_size, num_return), blank rows 0.0
-        texts = target_tokenizer.detokenize(tf.reshape(token_ids, [-1, max_length]))
-        # (batch_size * num_return,)
-        return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
-
-    def _search(self, model, source_ids, num_return):
-        """Encode padded ids `(kept, source_length)` and run the search.
-
-        Returns:
-            int32 `(kept, num_return, max_length)` and float32
-            `(kept, num_return)`.
-        """
-        settings = self._python.settings
-        source_ids = _pad_length_to_multiple(
-            source_ids, getattr(model, "source_length_multiple", 1)
-        )
-        state = model.encode(source_ids)
-        common = dict(
-            batch_size=None, start_id=int(model.start_id), end_id=int(model.end_id),
-            max_length=settings.max_length, jit_compile=settings.jit_compile,
-        )
-        if settings.method == "beam":
-            token_ids, scores, _ = decoding.beam_search(
-                model.decode_step, state, num_beams=settings.num_beams,
-                length_penalty=settings.length_penalty, num_return=num_return, **common,
-            )
-            return token_ids, scores
-        token_ids, scores, _ = decoding.greedy(model.decode_step, state, **common)
-        return token_ids[:, None, :], scores[:, None]  # (kept, 1, max_length), (kept, 1)
+    return Translator(model, SearchConfig.from_kwargs(config, **settings))
 
 
-def _pad_length_to_multiple(source_ids, multiple):
-    """Right-pad `(batch_size, source_length)` ids with 0 to a multiple of `multiple`.
-
-    The graph version of `kerasseq.models.base.pad_to_multiple`, for a length
-    only known at run time; it keeps the exported numbers identical to
-    `Seq2SeqModel.translate`.
-    """
-    length = tf.shape(source_ids)[1]
-    padded = tf.maximum(multiple, (length + multiple - 1) // multiple * multiple)
-    return tf.pad(source_ids, [[0, 0], [0, padded - length]])
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1. Received: {name}={value!r}")
+    return int(value)
 
 
 # --------------------------------------------------------------------------
@@ -413,12 +226,13 @@ def _pad_length_to_multiple(source_ids, multiple):
 # --------------------------------------------------------------------------
 
 
-def _write_metadata(directory, model, settings):
+def _write_metadata(directory, model, translator):
     """Record the export settings in `assets.extra/kerasseq_export.json`.
 
     TF Serving ignores `assets.extra`; the `kerasseq translate` command reads
     it to tell which search a SavedModel runs.
     """
+    config = translator.config
     metadata = {
         "format": METADATA_FORMAT,
         "signatures": {
@@ -426,7 +240,13 @@ def _write_metadata(directory, model, settings):
             NBEST_SIGNATURE: {"inputs": ["text"], "outputs": ["translations", "scores"]},
         },
         "model_class": type(model).__name__,
-        **settings._asdict(),
+        "method": config.method,
+        "num_beams": config.beams,
+        "num_return": config.returns,
+        "length_penalty": float(config.length_penalty),
+        "max_length": translator.max_length,
+        "max_source_length": translator._graph_source_limit(),
+        "jit_compile": translator.jit_compile,
     }
     target = os.path.join(directory, METADATA_PATH)
     os.makedirs(os.path.dirname(target), exist_ok=True)

@@ -2,15 +2,18 @@
 
 `greedy`, `beam_search` and `sample` each run as one `tf.function` around a
 `tf.while_loop`. They import no model code: any object that provides a step
-function and an initial state dict can be decoded.
+function and an initial state dict can be decoded. `Seq2SeqDecodable` is the
+contract (`encode` / `decode_step`) as a `typing.Protocol`.
 """
 
 from kerasseq.decoding._common import bucket_size, clear_cache, pad_state, trace_count
 from kerasseq.decoding.beam_search import beam_search
+from kerasseq.decoding.contract import Seq2SeqDecodable
 from kerasseq.decoding.greedy import greedy
 from kerasseq.decoding.sampling import sample
 
 __all__ = [
+    "Seq2SeqDecodable",
     "beam_search",
     "bucket_size",
     "clear_cache",

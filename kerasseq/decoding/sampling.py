@@ -55,8 +55,9 @@ def sample(
             flattens it.
         top_k: int >= 0; 0 disables the top-k filter.
         top_p: float in `(0, 1]`; 1 disables the nucleus filter.
-        seed: int or `None`. `None` draws a fresh seed from NumPy's global
-            generator (so `keras.utils.set_random_seed` makes it repeatable).
+        seed: int, int32 scalar tensor or `None`. `None` draws a fresh seed
+            from NumPy's global generator (so `keras.utils.set_random_seed`
+            makes it repeatable).
         min_length: int in `[0, max_length]`; the end token cannot be drawn
             until `min_length` tokens were generated.
         jit_compile: bool, compile the loop with XLA.
@@ -86,11 +87,14 @@ def sample(
     """
     _common.check_common(batch_size, start_id, end_id, max_length, min_length)
     _check_sampling(temperature, top_k, top_p)
-    if seed is None:
-        seed = int(np.random.randint(0, 2**31 - 1))
-    elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an int or None. Received: seed={seed!r}")
-    seed_tensor = tf.constant(int(seed) % (2**31 - 1), tf.int32)
+    if tf.is_tensor(seed):  # a traced seed (the translator passes one per call)
+        seed_tensor = tf.cast(seed, tf.int32)
+    else:
+        if seed is None:
+            seed = int(np.random.randint(0, 2**31 - 1))
+        elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"seed must be an int or None. Received: seed={seed!r}")
+        seed_tensor = tf.constant(int(seed) % (2**31 - 1), tf.int32)
     settings = (start_id, end_id, max_length, min_length, float(temperature), top_k, float(top_p))
 
     def build():

@@ -7,19 +7,14 @@ the inference contract of DESIGN §3, built from the same layers and weights:
 * `encode(source_ids) -> state`: a flat dict of tensors, batch axis first;
 * `decode_step(token_ids, state, step) -> (logits, state)`: one position.
 
-`kerasseq.decoding` drives any model through these two methods only.
+`kerasseq.decoding` drives any model through these two methods only, and
+text reaches it by one path, `kerasseq.Translator` (which `translate` and
+`generate` below use; this module does not import the search).
 """
 
 import numbers
 
 import keras
-import numpy as np
-import tensorflow as tf
-from keras import ops
-
-from kerasseq import decoding
-
-METHODS = ("greedy", "beam", "sample")
 
 
 def deserialize_tokenizer(tokenizer):
@@ -65,79 +60,6 @@ def check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_si
         )
 
 
-def check_texts(texts):
-    """Validate translation inputs: every item a non-blank `str`.
-
-    Args:
-        texts: a list of items to translate.
-
-    Raises:
-        TypeError: an item is not a `str` (named by its index).
-        ValueError: an item is empty or whitespace only.
-    """
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
-        if not text.strip():
-            raise ValueError(
-                f"texts[{index}] is empty or whitespace only: there is nothing to "
-                f"translate. Received: texts[{index}]={text!r}"
-            )
-
-
-def check_source_ids(source_ids, vocab_size):
-    """Validate concrete source ids: integers, rank 2, each in `[0, vocab_size)`.
-
-    Only concrete values (NumPy arrays, lists, eager tensors) are checked;
-    symbolic tensors inside a `tf.function` are returned unchanged (an
-    out-of-range id there fails inside TensorFlow's embedding gather).
-
-    Args:
-        source_ids: int `(batch_size, source_length)`, 0 = padding.
-        vocab_size: int, the model's `source_vocab_size`.
-
-    Returns:
-        `source_ids`, as a NumPy array when it was concrete.
-
-    Raises:
-        TypeError: the ids are not integers.
-        ValueError: the shape is not `(batch_size, source_length)`, or an id is
-            negative or `>= vocab_size` (the message names the first one).
-    """
-    if tf.is_tensor(source_ids) and not tf.executing_eagerly():
-        return source_ids
-    array = np.asarray(source_ids)
-    if array.dtype.kind not in "iu":
-        raise TypeError(
-            f"source_ids must be integer token ids. Received: source_ids with dtype {array.dtype}"
-        )
-    if array.ndim != 2:
-        raise ValueError(
-            "source_ids must have shape (batch_size, source_length). "
-            f"Received shape: {array.shape}"
-        )
-    bad = (array < 0) | (array >= vocab_size)  # (batch_size, source_length)
-    if bad.any():
-        row, column = (int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"source_ids must hold ids in the range [0, {vocab_size - 1}] (0 = padding; "
-            f"source_vocab_size={vocab_size}). Received: source_ids[{row}, {column}]="
-            f"{int(array[row, column])}"
-        )
-    return array
-
-
-def pad_to_multiple(source_ids, multiple):
-    """Right-pad `(batch_size, source_length)` ids with 0 to a multiple of `multiple`.
-
-    Padding changes no result (masks), and a few distinct lengths mean a few
-    traced decoding functions instead of one per source length.
-    """
-    length = int(source_ids.shape[1])
-    padded = max(multiple, -(-length // multiple) * multiple)
-    return ops.pad(source_ids, [[0, 0], [0, padded - length]]) if padded != length else source_ids
-
-
 class Seq2SeqModel(keras.Model):
     """Base class of kerasseq's functional encoder–decoder models.
 
@@ -181,13 +103,8 @@ class Seq2SeqModel(keras.Model):
     def decode_step(self, token_ids, state, step):
         raise NotImplementedError
 
-    # ----------------------------------------------------------- tokenizers
-    def _check_tokenizers(self):
-        if self.source_tokenizer is None or self.target_tokenizer is None:
-            raise ValueError(
-                "translate() needs a model built with source_tokenizer and "
-                "target_tokenizer; for token ids use generate(source_ids)."
-            )
+    def check_search_config(self, config):
+        """Model-specific checks of a `kerasseq.SearchConfig` (none here)."""
 
     @property
     def start_id(self):
@@ -197,73 +114,67 @@ class Seq2SeqModel(keras.Model):
     def end_id(self):
         return self.target_tokenizer.end_id if self.target_tokenizer is not None else 3
 
-    # ------------------------------------------------------------ decoding
     def _trim_source_ids(self, source_ids):
         """Hook for models with a maximum source length (identity here)."""
         return source_ids
 
-    def _encode_function(self):
-        if getattr(self, "_compiled_encode", None) is None:
-            self._compiled_encode = tf.function(self.encode, reduce_retracing=True)
-        return self._compiled_encode
+    # ------------------------------------------------------------ decoding
+    def translator(self, config=None, **settings):
+        """The `kerasseq.Translator` of this model for these search settings.
 
-    def generate(self, source_ids, method="greedy", max_length=None, **search_kwargs):
+        Translators are cached per `SearchConfig`, so repeated calls with the
+        same settings reuse the compiled functions.
+
+        Args:
+            config: a `kerasseq.SearchConfig` (default: beam search, 4 beams).
+            **settings: `SearchConfig` fields replacing those of `config`.
+        """
+        from kerasseq.translator import get_translator  # the one inference path
+
+        return get_translator(self, config, **settings)
+
+    def generate(self, source_ids, method=None, max_length=None, config=None, **settings):
         """Decode token ids with greedy search, beam search or sampling.
+
+        The id-level primitive: unlike `translate`, it defaults to greedy
+        search, and it returns the raw arrays. It runs through
+        `kerasseq.Translator` like every other entry point.
 
         Args:
             source_ids: int `(batch_size, source_length)`, 0 = padding.
-            method: "greedy", "beam" or "sample".
+            method: "greedy", "beam" or "sample" (default: greedy, or the
+                method of `config`).
             max_length: int, most target tokens to generate (default: the
                 model's `max_target_length`).
-            **search_kwargs: passed to `kerasseq.decoding.greedy`,
-                `beam_search` (`num_beams`, `length_penalty`, ...) or `sample`.
+            config: optional `kerasseq.SearchConfig` with the other settings.
+            **settings: `SearchConfig` fields (`num_beams`, `length_penalty`,
+                `num_return`, `return_log_probs`, `jit_compile`, ...).
 
         Returns:
-            `(token_ids, scores, lengths)` as returned by the search function:
-            `(batch_size, max_length)` (greedy/sample) or
-            `(batch_size, num_return, max_length)` (beam).
+            NumPy `(token_ids, scores, lengths)`: `(batch_size, max_length)`,
+            `(batch_size,)`, `(batch_size,)` for greedy/sample, or
+            `(batch_size, num_return, max_length)`, `(batch_size,
+            num_return)`, `(batch_size, num_return)` for beam (plus
+            `log_probs` with `return_log_probs=True`).
 
         Raises:
-            TypeError: `source_ids` are not integers.
-            ValueError: `method` or `max_length` is invalid, `source_ids` is
-                not `(batch_size, source_length)`, or (for NumPy arrays, lists
-                and eager tensors) an id is negative or `>= source_vocab_size`.
+            TypeError: `source_ids` are not integers, or an unknown setting.
+            ValueError: a bad setting, `source_ids` not `(batch_size,
+                source_length)`, or an id negative or `>= source_vocab_size`.
         """
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {list(METHODS)}. Received: method={method!r}")
-        max_length = self.max_target_length if max_length is None else max_length
-        if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
-            raise ValueError(f"max_length must be a positive integer. Received: max_length={max_length!r}")
-        source_ids = check_source_ids(source_ids, self.source_vocab_size)
-        source_ids = ops.convert_to_tensor(source_ids, "int32")
-        if len(source_ids.shape) != 2:
-            raise ValueError(
-                "source_ids must have shape (batch_size, source_length). "
-                f"Received shape: {tuple(source_ids.shape)}"
-            )
-        source_ids = self._trim_source_ids(source_ids)
-        source_ids = pad_to_multiple(source_ids, self.source_length_multiple)
-        state = self._encode_function()(source_ids)
-        search_kwargs.setdefault("batch_buckets", "pow2")
-        search = {"greedy": decoding.greedy, "beam": decoding.beam_search, "sample": decoding.sample}
-        return search[method](
-            self.decode_step,
-            state,
-            batch_size=int(source_ids.shape[0]),
-            start_id=self.start_id,
-            end_id=self.end_id,
-            max_length=int(max_length),
-            **search_kwargs,
-        )
+        if method is None:
+            method = "greedy" if config is None else config.method
+        settings["method"] = method
+        if max_length is not None:
+            settings["max_length"] = max_length
+        return self.translator(config, **settings).generate(source_ids)
 
-    def translate(self, texts, method="greedy", max_length=None, batch_size=64,
-                  return_scores=False, verbose=0, **search_kwargs):
+    def translate(self, texts, config=None, *, return_scores=False, verbose=0, **settings):
         """Translate strings end to end: tokenize, encode, search, detokenize.
 
-        This method defaults to greedy search. The module-level
-        `kerasseq.translate(model, texts_or_ids)` defaults to beam search
-        (`num_beams=4`), also takes token ids and `tf.data.Dataset`s, and
-        shows a progress bar for datasets; both run the same search code.
+        Beam search with 4 beams by default, the same defaults as
+        `kerasseq.translate`, the CLI and `export_translator` (all of them
+        use `kerasseq.Translator` with a `kerasseq.SearchConfig`).
 
         Long sources. If the source tokenizer has a `max_length`, every
         source is cut to its first `max_length` tokens before the model sees
@@ -280,43 +191,18 @@ class Seq2SeqModel(keras.Model):
             texts: a string or a list of strings. Empty or whitespace-only
                 strings raise ValueError (there is nothing to translate).
                 Unknown characters/words map to `[UNK]`.
-            method: "greedy", "beam" or "sample".
-            max_length: most target tokens per translation.
-            batch_size: sentences decoded at once.
+            config: optional `kerasseq.SearchConfig`.
             return_scores: also return the search scores.
-            verbose: 1 shows a Keras progress bar over batches.
-            **search_kwargs: e.g. `num_beams`, `length_penalty`, `num_return`.
+            verbose: 1 shows a Keras progress bar over the texts.
+            **settings: `SearchConfig` fields, e.g. `method="greedy"`,
+                `num_beams`, `length_penalty`, `num_return`, `max_length`,
+                `batch_size`, `jit_compile`.
 
         Returns:
             A list of strings (a string for a single string input); with
             `num_return > 1` (beam) a list of n-best lists. With
             `return_scores=True`, a `(translations, scores)` pair.
         """
-        self._check_tokenizers()
-        single = isinstance(texts, str)
-        texts = [texts] if single else list(texts)
-        check_texts(texts)
-        translations, scores = [], []
-        progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
-        for start in range(0, len(texts), batch_size):
-            chunk = texts[start:start + batch_size]
-            source_ids = self.source_tokenizer.encode(chunk).to_tensor(default_value=0)
-            token_ids, chunk_scores = self.generate(
-                source_ids, method=method, max_length=max_length, **search_kwargs
-            )[:2]
-            translations.extend(self._detokenize(token_ids))
-            scores.extend(np.asarray(chunk_scores).tolist())
-            if progress is not None:
-                progress.add(len(chunk))
-        if single:
-            translations, scores = translations[0], scores[0]
-        return (translations, scores) if return_scores else translations
-
-    def _detokenize(self, token_ids):
-        token_ids = np.asarray(token_ids)
-        if token_ids.ndim == 3:  # (batch_size, num_return, length): n-best lists
-            batch, num_return, length = token_ids.shape
-            flat = self.target_tokenizer.decode_to_strings(token_ids.reshape(-1, length))
-            nbest = [flat[i * num_return:(i + 1) * num_return] for i in range(batch)]
-            return [items[0] for items in nbest] if num_return == 1 else nbest
-        return self.target_tokenizer.decode_to_strings(token_ids)
+        return self.translator(config, **settings).translate(
+            texts, return_scores=return_scores, verbose=verbose
+        )

@@ -1,7 +1,5 @@
 """The recurrent encoder–decoder: LSTM encoder → bridge → GRU decoder (+ attention)."""
 
-import numbers
-
 import keras
 from keras import ops
 
@@ -146,23 +144,19 @@ class RNNSeq2Seq(Seq2SeqModel):
             new_state["attention_weights"] = ops.cast(weights, state["attention_weights"].dtype)
         return ops.cast(logits, "float32"), new_state
 
-    def generate(self, source_ids, method="greedy", max_length=None, **search_kwargs):
-        """Like `Seq2SeqModel.generate`.
+    def check_search_config(self, config):
+        """Refuse `coverage_penalty > 0` for a model built with `attention=None`.
 
         Raises:
-            ValueError: `coverage_penalty > 0` for a model built with
-                `attention=None` (besides the errors of `Seq2SeqModel.generate`).
+            ValueError: the context-vector model has no attention weights.
         """
-        coverage_penalty = search_kwargs.get("coverage_penalty", 0.0)
-        if (self.attention is None and isinstance(coverage_penalty, numbers.Real)
-                and coverage_penalty > 0):
+        if self.attention is None and config.method == "beam" and config.coverage_penalty > 0:
             raise ValueError(
                 "coverage_penalty > 0 needs attention weights, but this model was built "
                 "with attention=None (the context-vector model has none). Use "
                 "coverage_penalty=0 or an attention model. Received: "
-                f"coverage_penalty={coverage_penalty}"
+                f"coverage_penalty={config.coverage_penalty}"
             )
-        return super().generate(source_ids, method=method, max_length=max_length, **search_kwargs)
 
     def attention_weights(self, source_ids, target_in_ids):
         """Teacher-forced attention weights `(batch_size, target_length, source_length)`."""

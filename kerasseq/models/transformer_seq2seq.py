@@ -285,22 +285,19 @@ class TransformerSeq2Seq(Seq2SeqModel):
         new_state["attention_weights"] = weights / len(self.decoder_blocks)
         return ops.cast(logits, "float32"), new_state
 
-    def generate(self, source_ids, method="greedy", max_length=None, **search_kwargs):
-        """Like `Seq2SeqModel.generate`, with the Transformer's length limits.
+    def check_search_config(self, config):
+        """The Transformer's length limit on searches.
 
         Raises:
-            ValueError: a source has more than `max_length` real tokens, or
-                `max_length` (target tokens) exceeds the model's `max_length`
-                (besides the errors of `Seq2SeqModel.generate`).
+            ValueError: `max_length` (target tokens) exceeds the model's
+                `max_length` (its self-attention cache and position table).
         """
-        if (isinstance(max_length, int) and not isinstance(max_length, bool)
-                and max_length > self.max_length):
+        if config.max_length is not None and config.max_length > self.max_length:
             raise ValueError(
                 "The Transformer's self-attention cache and position table hold "
                 f"max_length={self.max_length} target positions. Received: "
-                f"max_length={max_length}"
+                f"max_length={config.max_length}"
             )
-        return super().generate(source_ids, method=method, max_length=max_length, **search_kwargs)
 
     def _trim_source_ids(self, source_ids):
         return self._drop_padding_beyond_max_length(source_ids)

@@ -1,20 +1,17 @@
 """`translate(model, texts_or_ids)`: decode strings, token ids or a whole dataset.
 
-The high-level entry point of issue 4. It accepts the inputs a user has at
-hand (a string, a list of strings, a batch of source ids, a `tf.data.Dataset`
-of either, or of training tuples), cuts them into batches, runs the model's
-own `Seq2SeqModel.translate` (text) or `Seq2SeqModel.generate` (ids) on each
-batch and shows one Keras progress bar over the whole input. It holds no
-search code of its own.
+The high-level entry point. It accepts the inputs a user has at hand (a
+string, a list of strings, a batch of source ids, a `tf.data.Dataset` of
+either, or of training tuples) and hands them to the model's
+`kerasseq.Translator` (the one inference path), showing one Keras progress
+bar over the whole input. It holds no search code of its own.
 """
-
-import numbers
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq.models.base import Seq2SeqModel, check_texts
+from kerasseq.models.base import Seq2SeqModel
 
 _EXPECTED = (
     "texts_or_ids must be a str, a list of str, an int array or tensor of source ids "
@@ -23,15 +20,14 @@ _EXPECTED = (
 )
 
 
-def translate(model, texts_or_ids, method="beam", num_beams=4, batch_size=64, verbose="auto",
-              return_scores=False, **search_kwargs):
+def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores=False,
+              **settings):
     """Translate text or token ids with a kerasseq model; beam search by default.
 
-    Unlike the model method `Seq2SeqModel.translate` (greedy by default,
-    strings only), this function defaults to beam search with 4 beams and
-    also decodes source ids and `tf.data.Dataset`s. Both call the same
-    search code: per batch, this function calls `model.translate` (text) or
-    `model.generate` (ids).
+    The same search, with the same defaults (`kerasseq.SearchConfig()`: beam
+    search, 4 beams), as `model.translate`, the CLI and `export_translator`:
+    all of them run `kerasseq.Translator`. This function also decodes source
+    ids and `tf.data.Dataset`s.
 
     Args:
         model: a kerasseq `Seq2SeqModel` (`RNNSeq2Seq`, `TransformerSeq2Seq`);
@@ -49,17 +45,15 @@ def translate(model, texts_or_ids, method="beam", num_beams=4, batch_size=64, ve
               first component (recursively) is the source. It must be finite.
               Id elements are decoded one element at a time (split to
               `batch_size` rows), so batch a dataset of single sequences.
-        method: "beam" (default), "greedy" or "sample".
-        num_beams: int, beams for `method="beam"`; ignored by the other methods.
-        batch_size: int >= 1, rows decoded at once (a dataset batch larger
-            than this is split).
+        config: optional `kerasseq.SearchConfig`.
         verbose: "auto" (a progress bar for datasets only), 0/False (none),
             1/True (a progress bar over all rows) or 2 (one line at the end).
         return_scores: text input only: also return the search scores. Id
             input always returns them.
-        **search_kwargs: passed on to the search, e.g. `max_length`,
-            `length_penalty`, `coverage_penalty`, `num_return`,
-            `return_log_probs` (ids), `temperature`/`top_k`/`seed` (sample).
+        **settings: `SearchConfig` fields, e.g. `method`, `num_beams`,
+            `batch_size`, `max_length`, `length_penalty`, `coverage_penalty`,
+            `num_return`, `return_log_probs` (ids), `temperature`/`top_k`/`seed`
+            (sample), `jit_compile`.
 
     Returns:
         Text input: like `Seq2SeqModel.translate`: a string for a single
@@ -71,10 +65,11 @@ def translate(model, texts_or_ids, method="beam", num_beams=4, batch_size=64, ve
         `(batch_size, num_return, max_length)` (beam).
 
     Raises:
-        TypeError: `model` is not a kerasseq model, or `texts_or_ids` has
-            none of the types above (the message names what was received).
-        ValueError: bad search arguments (from the model), an infinite
-            dataset, or empty/whitespace-only strings.
+        TypeError: `model` is not a kerasseq model, `texts_or_ids` has none of
+            the types above (the message names what was received), or an
+            unknown search setting.
+        ValueError: bad search settings, an infinite dataset, or
+            empty/whitespace-only strings.
 
     Example:
 
@@ -87,52 +82,24 @@ def translate(model, texts_or_ids, method="beam", num_beams=4, batch_size=64, ve
             "model must be a kerasseq Seq2SeqModel (e.g. from build_rnn_seq2seq or "
             f"build_transformer_seq2seq). Received: model of type {type(model).__name__}"
         )
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
     if not (verbose == "auto" or verbose in (0, 1, 2)):
         raise ValueError(f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}")
+    translator = model.translator(config, **settings)  # checks every setting first
     if verbose == "auto":
         verbose = 1 if isinstance(texts_or_ids, tf.data.Dataset) else 0
     kind, items, single = _collect_inputs(texts_or_ids)
-    if method == "beam":
-        search_kwargs["num_beams"] = num_beams
-    total = len(items) if kind == "text" else sum(len(array) for array in items)
-    progress = keras.utils.Progbar(total, verbose=int(verbose)) if verbose else None
     if kind == "text":
-        return _translate_texts(model, items, single, method, batch_size, return_scores,
-                                progress, search_kwargs)
-    return _generate_ids(model, items, method, batch_size, progress, search_kwargs)
-
-
-def _translate_texts(model, texts, single, method, batch_size, return_scores, progress, search_kwargs):
-    """`model.translate` batch by batch, one progress bar over all texts."""
-    check_texts(texts)  # before batching, so errors name the index in the whole input
-    translations, scores = [], []
-    for start in range(0, len(texts), batch_size):
-        chunk = texts[start:start + batch_size]
-        chunk_translations, chunk_scores = model.translate(
-            chunk, method=method, batch_size=batch_size, return_scores=True, **search_kwargs
-        )
-        translations.extend(chunk_translations)
-        scores.extend(chunk_scores)
-        if progress is not None:
-            progress.add(len(chunk))
-    if single:
-        translations, scores = translations[0], scores[0]
-    return (translations, scores) if return_scores else translations
-
-
-def _generate_ids(model, arrays, method, batch_size, progress, search_kwargs):
-    """`model.generate` batch by batch; outputs concatenated along the batch axis."""
-    if not arrays:
+        if single:
+            items = items[0]
+        return translator.translate(items, return_scores=return_scores, verbose=int(verbose))
+    if not items:
         raise ValueError("texts_or_ids holds no source ids: there is nothing to translate.")
+    progress = keras.utils.Progbar(sum(len(a) for a in items), verbose=int(verbose)) if verbose else None
     outputs = []
-    for array in arrays:
-        for start in range(0, len(array), batch_size):
-            chunk = array[start:start + batch_size]  # (rows <= batch_size, source_length)
-            outputs.append([np.asarray(x) for x in model.generate(chunk, method=method, **search_kwargs)])
-            if progress is not None:
-                progress.add(len(chunk))
+    for array in items:
+        outputs.append(translator.generate(array))
+        if progress is not None:
+            progress.add(len(array))
     return tuple(np.concatenate(parts, axis=0) for parts in zip(*outputs, strict=True))
 
 

@@ -36,7 +36,8 @@ def test_text_input_equals_the_model_method(g2p):
     assert translate(model, words) == beam  # default: beam search, 4 beams
     assert translate(model, words, batch_size=3) == beam
     assert translate(model, words[0]) == beam[0]
-    assert translate(model, words, method="greedy") == model.translate(words)
+    assert translate(model, words, method="greedy") == model.translate(words, method="greedy")
+    assert model.translate(words) == beam  # one set of defaults: beam search, 4 beams
     assert translate(model, words, num_beams=2, length_penalty=0.6) == model.translate(
         words, method="beam", num_beams=2, length_penalty=0.6)
     texts, scores = translate(model, words, return_scores=True)

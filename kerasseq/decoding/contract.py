@@ -1,0 +1,48 @@
+"""The decoding contract every searchable model meets, as a `typing.Protocol`.
+
+DESIGN §3: a model (or an ensemble of models) is searchable when it has
+
+* `encode(source_ids) -> state`: `source_ids` int `(batch_size,
+  source_length)`, 0 = padding; `state` a flat dict of tensors, batch axis
+  first (encoder outputs, source mask, recurrent state, key/value caches
+  preallocated to the longest target);
+* `decode_step(token_ids, state, step) -> (logits, state)`: `token_ids` int32
+  `(batch_size,)`, `step` an int32 scalar tensor, `logits` float
+  `(batch_size, target_vocab_size)`, and the new state with the keys, shapes
+  and dtypes of `state`.
+
+The searches in `kerasseq.decoding` take `model.decode_step` and the state of
+`model.encode` and know nothing else; `kerasseq.Translator` adds tokenizers,
+batching and the compiled function around them.
+"""
+
+from typing import Any, Dict, Protocol, Tuple, runtime_checkable
+
+State = Dict[str, Any]
+
+
+@runtime_checkable
+class Seq2SeqDecodable(Protocol):
+    """What `kerasseq.Translator`, `export_translator` and the searches need.
+
+    Optional attributes, read when present: `source_tokenizer` /
+    `target_tokenizer` (text in and out), `start_id` / `end_id` (default 2
+    and 3), `max_target_length` (default `max_length` of a search),
+    `source_vocab_size` (id checks), `source_length_multiple` (column
+    bucket, default 8) and `check_search_config(config)` (model-specific
+    checks of a `SearchConfig`).
+
+    Example:
+
+    >>> from kerasseq.models import build_rnn_seq2seq
+    >>> isinstance(build_rnn_seq2seq(10, 10, units=8), Seq2SeqDecodable)
+    True
+    """
+
+    def encode(self, source_ids: Any) -> State:
+        """Source ids `(batch_size, source_length)` → the initial decoding state."""
+        ...
+
+    def decode_step(self, token_ids: Any, state: State, step: Any) -> Tuple[Any, State]:
+        """One target position: `(batch_size,)` tokens → `(batch_size, vocab_size)` logits."""
+        ...
