@@ -6,16 +6,14 @@ Three comparisons (`--comparison layers|bucketed|pipelines|all`, default all):
    same CMUdict G2P batches (`kerasseq.data.make_dataset`, padded to fixed
    `(batch, 24)` shapes so that XLA compiles one program; about a third of the
    positions are real tokens), with the same batch size, optimizer and loss.
-   This measures the layers and nothing else. Three models: kerasseq as
-   shipped, kerasseq with `FeedForward(skip_padding=False)` (an ablation:
-   kerasseq's feed-forward sublayers skip padding positions in training when
-   XLA is off, and this variant computes every position, like keras-hub), and
-   keras-hub.
+   This measures the layers and nothing else. Two models: kerasseq and
+   keras-hub. (Until the training-time padding skip was removed from
+   kerasseq, a third model, "kerasseq, no skip", ablated it; see
+   benchmarks/README.md.)
 
-2. Layers only, bucketed. The same three models on the same length-bucketed
+2. Layers only, bucketed. The same two models on the same length-bucketed
    batches (`make_dataset(bucket_boundaries="auto")`, about 90 % real
-   positions), `jit_compile=False` only. What the padding skip is worth when
-   there is little padding to skip.
+   positions, the batches kerasseq's CLI trains on), `jit_compile=False` only.
 
 3. End-to-end training pipelines. Each model is trained on the batches its
    library's own G2P pipeline produces from the same first `pairs` pairs of
@@ -83,12 +81,6 @@ from kerasseq.data import (  # noqa: E402
     load_cmudict_tokenizers,
     make_dataset,
 )
-from kerasseq.layers import (  # noqa: E402
-    CausalSelfAttention,
-    CrossAttention,
-    FeedForward,
-    GlobalSelfAttention,
-)
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy  # noqa: E402
 
@@ -152,20 +144,6 @@ def kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length):
     )
 
 
-def kerasseq_model_without_skip(settings, source_vocab_size, target_vocab_size, max_length):
-    """kerasseq's model with `skip_padding=False` on every attention and
-    feed-forward sublayer: every position computed, as in keras-hub."""
-    model = kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length)
-    sublayers = [layer for layer in model._flatten_layers() if hasattr(layer, "skip_padding")]
-    kinds = {type(layer) for layer in sublayers}
-    if kinds != {FeedForward, GlobalSelfAttention, CausalSelfAttention, CrossAttention}:
-        raise AssertionError(f"unexpected sublayers with skip_padding: {kinds}")
-    for layer in sublayers:
-        layer.skip_padding = False
-    return model
-
-
-
 def keras_hub_model(settings, source_vocab_size, target_vocab_size, max_length):
     """The same architecture from keras-hub layers (post-norm, ReLU, dropout 0.1)."""
     d_model, heads, dff = settings["d_model"], settings["num_heads"], settings["dff"]
@@ -191,12 +169,9 @@ def keras_hub_model(settings, source_vocab_size, target_vocab_size, max_length):
     return keras.Model([source_ids, target_in_ids], logits, name="keras_hub_transformer")
 
 
-# The models of the layers-only comparisons: kerasseq as shipped, kerasseq with
-# the training-time padding skip of FeedForward turned off (an ablation: the
-# same layers computing every position, as keras-hub does), and keras-hub.
+# The models of the layers-only comparisons.
 LAYERS_BUILDERS = {
     "kerasseq": kerasseq_model,
-    "kerasseq, no skip": kerasseq_model_without_skip,
     "keras-hub": keras_hub_model,
 }
 
@@ -301,7 +276,7 @@ def _print_rounds(rates):
 
 
 def _print_table(rates):
-    """Median tok/s per model and jit setting, and each kerasseq variant / keras-hub."""
+    """Median tok/s per model and jit setting, and kerasseq / keras-hub."""
     names = [name for name in LAYERS_BUILDERS if any(key[0] == name for key in rates)]
     ours = [name for name in names if name != "keras-hub"]
     header = f"{'jit_compile':<12}" + "".join(f"{name + ' tok/s':>24}" for name in names)

@@ -61,8 +61,6 @@ class CausalSelfAttention(BaseAttention):
         key_dim: per-head size; defaults to `d_model // num_heads`.
         norm_first: pre-norm if True, post-norm if False (default).
         layer_norm_epsilon: epsilon of the LayerNormalization.
-        skip_padding: if True (default), training calls with padding masks
-            compute the real positions only (see `BaseAttention`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -108,9 +106,7 @@ class CausalSelfAttention(BaseAttention):
             padding_to_attention_mask(padding_mask),
         )
         # (batch_size or 1, target_length, target_length)
-        outputs, attention_scores = self._attend_add_and_norm(
-            x, attention_mask, training, padding_mask
-        )
+        outputs, attention_scores = self._attend_add_and_norm(x, attention_mask, training)
         return (outputs, attention_scores) if return_attention_scores else outputs
 
     def init_cache(self, batch_size, max_length):

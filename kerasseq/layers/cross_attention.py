@@ -31,8 +31,6 @@ class CrossAttention(BaseAttention):
         key_dim: per-head size; defaults to `d_model // num_heads`.
         norm_first: pre-norm if True, post-norm if False (default).
         layer_norm_epsilon: epsilon of the LayerNormalization.
-        skip_padding: if True (default), training calls with padding masks
-            compute the real positions only (see `BaseAttention`).
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -44,8 +42,8 @@ class CrossAttention(BaseAttention):
         return_attention_scores: if True, also return the attention weights.
         training: Python bool or `None` (dropout).
         padding_mask: optional boolean `(batch_size, target_length)`, True on
-            real target positions. With `context_mask` too, training calls
-            skip the padding (see `BaseAttention`); otherwise unused.
+            real target positions. Unused (queries need no mask); accepted so
+            that callers may pass every sublayer the same arguments.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
@@ -83,8 +81,9 @@ class CrossAttention(BaseAttention):
     ):
         attention_mask = padding_to_attention_mask(context_mask)
         # (batch_size, 1, source_length)
+        del padding_mask  # unused, see the docstring
         outputs, attention_scores = self._attend_add_and_norm(
-            x, attention_mask, training, padding_mask, context, context_mask
+            x, attention_mask, training, context=context
         )
         self._remember(attention_scores)
         return (outputs, attention_scores) if return_attention_scores else outputs

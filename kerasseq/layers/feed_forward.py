@@ -2,8 +2,6 @@
 
 import keras
 
-from kerasseq.layers._padding import RealPositions, skip_or_full, skips_padding
-
 
 @keras.saving.register_keras_serializable(package="kerasseq")
 class FeedForward(keras.layers.Layer):
@@ -23,34 +21,18 @@ class FeedForward(keras.layers.Layer):
         activation: activation of the hidden layer (name or callable).
         norm_first: pre-norm if True, post-norm if False (default).
         layer_norm_epsilon: epsilon of the LayerNormalization.
-        skip_padding: if True (default), a training call that gets a
-            `padding_mask` runs the network on the real positions only (see
-            below). False always computes every position.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
         x: `(batch_size, length, d_model)`.
         training: Python bool or `None` (dropout).
         padding_mask: optional boolean `(batch_size, length)`, True on real
-            positions.
+            positions. Unused (the network is position-wise and every
+            position is computed); accepted so that a block can pass each
+            sublayer its padding mask.
 
     Returns:
         `(batch_size, length, d_model)`.
-
-    Skipping padding: the network is position-wise, so a padding position's
-    output depends on nothing but that position, and in a Transformer nothing
-    reads it back (attention masks padding keys, the loss masks padding
-    labels). With `training=True`, a `padding_mask` and `skip_padding=True`,
-    the layer gathers the real positions into one `(num_real, d_model)`
-    matrix, runs the two Dense layers, dropout and LayerNorm on it, and
-    scatters the results back; padding positions keep their input `x`. The
-    real positions' outputs and every gradient equal the full computation's;
-    on a batch that is 60 % padding, the FFN does 40 % of the work. The gather
-    has a data-dependent shape, which XLA cannot compile, so under
-    `jit_compile=True` (and in inference, `training` False or None) every
-    position is computed and the padding outputs are the usual ones. Batches
-    with less than a quarter of padding are computed in full too (the gather
-    and scatter would cost more than they save; `_padding.SKIP_PADDING_BELOW`).
 
     Example:
 
@@ -67,9 +49,11 @@ class FeedForward(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         layer_norm_epsilon=1e-5,
-        skip_padding=True,
         **kwargs,
     ):
+        # `skip_padding` (a training-time padding skip, since removed) may be
+        # in configs saved by older versions: accepted and ignored.
+        kwargs.pop("skip_padding", None)
         super().__init__(**kwargs)
         if dff < 1:
             raise ValueError(f"dff must be >= 1. Received: dff={dff}")
@@ -81,7 +65,6 @@ class FeedForward(keras.layers.Layer):
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.skip_padding = bool(skip_padding)
         self.supports_masking = True
         self.intermediate_dense = keras.layers.Dense(
             dff,
@@ -109,17 +92,7 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None, padding_mask=None):
-        if skips_padding(self, padding_mask, training):
-
-            def skip():
-                positions = RealPositions(padding_mask)
-                rows = self._sublayer(positions.gather(x), training)  # (num_real, d_model)
-                return positions.scatter(rows, into=x)
-
-            return skip_or_full(skip, lambda: self._sublayer(x, training), padding_mask)
-        return self._sublayer(x, training)
-
-    def _sublayer(self, x, training):
+        del padding_mask  # unused, see the docstring
         hidden = self.layer_norm(x) if self.norm_first else x
         hidden = self.output_dense(self.intermediate_dense(hidden))
         x = x + self.dropout_layer(hidden, training=training)
@@ -138,7 +111,6 @@ class FeedForward(keras.layers.Layer):
                 "activation": self.activation,
                 "norm_first": self.norm_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
-                "skip_padding": self.skip_padding,
             }
         )
         return config

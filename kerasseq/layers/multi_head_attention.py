@@ -19,8 +19,6 @@ import math
 import keras
 from keras import ops
 
-from kerasseq.layers._padding import RealPositions, skip_or_full, skips_padding
-
 # Masked scores are filled with this value *after* the scores are cast to
 # float32, so it is finite in every compute dtype we run in (float16 included).
 _MASK_VALUE = -1e9
@@ -317,62 +315,7 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def call_on_real_positions(
-        self,
-        query_rows,
-        query_positions,
-        key_value_rows,
-        key_value_positions,
-        attention_mask=None,
-        training=None,
-    ):
-        """Attention whose projections run on real (non-padding) positions only.
-
-        Used in training (see `kerasseq.layers._padding`): the query, key,
-        value and output projections see `(num_real, d_model)` rows; only the
-        score / weighted-sum core runs on the padded
-        `(batch_size, num_heads, target_length, source_length)` layout, where
-        padding queries and keys are zeros (and padding keys are masked).
-
-        Args:
-            query_rows: `(num_real_queries, d_model)`, the query inputs at
-                `query_positions`.
-            query_positions: `RealPositions` of the target padding mask.
-            key_value_rows: `(num_real_keys, d_model)`, the key (= value)
-                inputs at `key_value_positions`.
-            key_value_positions: `RealPositions` of the source padding mask.
-            attention_mask: boolean, broadcastable to
-                `(batch_size, target_length, source_length)`; must hide
-                padding keys.
-            training: Python bool or `None` (dropout).
-
-        Returns:
-            `(output_rows, attention_scores)`: `(num_real_queries,
-            output_dim)` and `(batch_size, num_heads, target_length,
-            source_length)`.
-        """
-
-        def project(dense, rows, positions):
-            heads = dense(ops.expand_dims(rows, 0))[0]  # (num_real, num_heads, key_dim)
-            return positions.scatter(heads)  # (batch_size, length, num_heads, key_dim)
-
-        query_heads = project(self.query_dense, query_rows, query_positions)
-        key_heads = project(self.key_dense, key_value_rows, key_value_positions)
-        value_heads = project(self.value_dense, key_value_rows, key_value_positions)
-        context, attention_scores = self._context(
-            query_heads, key_heads, value_heads, attention_mask, training
-        )
-        context_rows = query_positions.gather(context)  # (num_real, num_heads, key_dim)
-        output = self.output_dense(ops.expand_dims(context_rows, 0))[0]
-        return output, attention_scores
-
     def _attend(self, query_heads, key_heads, value_heads, attention_mask, training):
-        context, attention_scores = self._context(
-            query_heads, key_heads, value_heads, attention_mask, training
-        )
-        return self.output_dense(context), attention_scores
-
-    def _context(self, query_heads, key_heads, value_heads, attention_mask, training):
         query_heads = ops.transpose(query_heads, (0, 2, 1, 3))
         # (batch_size, num_heads, target_length, key_dim)
         key_heads = ops.transpose(key_heads, (0, 2, 1, 3))
@@ -392,7 +335,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         context = ops.transpose(context, (0, 2, 1, 3))
         # (batch_size, target_length, num_heads, key_dim)
-        return context, attention_scores
+        return self.output_dense(context), attention_scores
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
@@ -437,11 +380,6 @@ class BaseAttention(keras.layers.Layer):
             `d_model` must be divisible by `num_heads`).
         norm_first: pre-norm if True, post-norm (the paper) if False.
         layer_norm_epsilon: epsilon of the LayerNormalization.
-        skip_padding: if True (default), training calls that get padding
-            masks run the projections, dropout, residual and LayerNorm on the
-            real positions only (`kerasseq.layers._padding`; not under XLA).
-            The outputs at real positions and every gradient of a masked
-            loss are unchanged; padding positions keep their input.
         **kwargs: standard `keras.layers.Layer` arguments.
     """
 
@@ -453,11 +391,12 @@ class BaseAttention(keras.layers.Layer):
         key_dim=None,
         norm_first=False,
         layer_norm_epsilon=1e-5,
-        skip_padding=True,
         **kwargs,
     ):
+        # `skip_padding` (a training-time padding skip, since removed) may be
+        # in configs saved by older versions: accepted and ignored.
+        kwargs.pop("skip_padding", None)
         super().__init__(**kwargs)
-        self.skip_padding = bool(skip_padding)
         self.d_model = d_model
         self.num_heads = num_heads
         self.dropout = dropout
@@ -495,64 +434,20 @@ class BaseAttention(keras.layers.Layer):
         x = residual + self.dropout_layer(attention_output, training=training)
         return x if self.norm_first else self.layer_norm(x)
 
-    def _attend_add_and_norm(
-        self, x, attention_mask, training, padding_mask=None, context=None, context_mask=None
-    ):
+    def _attend_add_and_norm(self, x, attention_mask, training, context=None):
         """Attention (self-attention when `context` is None) + dropout + residual + LayerNorm.
 
-        Returns `(outputs, attention_scores)`. In training, with the padding
-        masks of every input given, batches with enough padding take
-        `_call_on_real_positions` (see `kerasseq.layers._padding`).
+        Returns `(outputs, attention_scores)`.
         """
-
-        def full():
-            normed = self._pre_norm(x)
-            attention_output, attention_scores = self.attention(
-                normed,
-                normed if context is None else context,
-                attention_mask=attention_mask,
-                return_attention_scores=True,
-                training=training,
-            )
-            return self._add_and_norm(x, attention_output, training), attention_scores
-
-        masks = (padding_mask,) if context is None else (padding_mask, context_mask)
-        if any(mask is None for mask in masks) or not skips_padding(self, padding_mask, training):
-            return full()
-        return skip_or_full(
-            lambda: self._call_on_real_positions(
-                x, padding_mask, attention_mask, training, context, context_mask
-            ),
-            full,
-            *masks,
-        )
-
-    def _call_on_real_positions(
-        self, x, padding_mask, attention_mask, training, context=None, context_mask=None
-    ):
-        """The sublayer on the real positions of `x` (and of `context`) only.
-
-        Returns `(outputs, attention_scores)` like the full computation; at
-        padding positions of `x`, `outputs` holds `x` unchanged.
-        """
-        positions = RealPositions(padding_mask)
-        rows = positions.gather(x)  # (num_real, d_model)
-        normed = self._pre_norm(rows)
-        if context is None:  # self-attention
-            key_value_positions, key_value_rows = positions, normed
-        else:
-            key_value_positions = RealPositions(context_mask)
-            key_value_rows = key_value_positions.gather(context)
-        output_rows, attention_scores = self.attention.call_on_real_positions(
+        normed = self._pre_norm(x)
+        attention_output, attention_scores = self.attention(
             normed,
-            positions,
-            key_value_rows,
-            key_value_positions,
+            normed if context is None else context,
             attention_mask=attention_mask,
+            return_attention_scores=True,
             training=training,
         )
-        rows = self._add_and_norm(rows, output_rows, training)
-        return positions.scatter(rows, into=x), attention_scores
+        return self._add_and_norm(x, attention_output, training), attention_scores
 
     def compute_output_spec(self, *args, **kwargs):
         # The number of outputs depends on call arguments: trace call().
@@ -571,7 +466,6 @@ class BaseAttention(keras.layers.Layer):
                 "key_dim": self.key_dim,
                 "norm_first": self.norm_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
-                "skip_padding": self.skip_padding,
             }
         )
         return config

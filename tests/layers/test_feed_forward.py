@@ -59,61 +59,23 @@ def test_errors_name_the_argument():
         FeedForward(d_model=6, dff=4)(np.zeros((1, 2, 5), "float32"))
 
 
-def _padded_batch():
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(3, 5, 6)).astype("float32")
+def test_padding_mask_changes_nothing():
+    # every position is computed, in training as in inference
+    x = np.random.default_rng(2).normal(size=(3, 5, 6)).astype("float32")
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], bool)
-    return x, mask, rng.normal(size=(3, 5, 6)).astype("float32")
-
-
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_skipping_padding_changes_no_real_output_or_gradient(norm_first):
-    import tensorflow as tf
-
-    x, mask, probe = _padded_batch()
-    layer = FeedForward(d_model=6, dff=12, norm_first=norm_first)
-    layer.build(x.shape)
-    x = tf.constant(x)
-
-    def run(skip_padding):
-        layer.skip_padding = skip_padding
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            y = layer(x, padding_mask=mask, training=True)
-            # what a masked loss sees: real positions only
-            loss = tf.reduce_sum(y * probe * mask[..., None])
-        return np.asarray(y), tape.gradient(loss, [x] + layer.trainable_weights)
-
-    skipped, skipped_gradients = run(True)
-    full, full_gradients = run(False)
-    np.testing.assert_allclose(skipped[mask], full[mask], atol=1e-6)
-    # padding positions were not computed: they keep the input
-    np.testing.assert_array_equal(skipped[~mask], np.asarray(x)[~mask])
-    assert not np.allclose(full[~mask], np.asarray(x)[~mask])
-    for skipped_gradient, full_gradient in zip(skipped_gradients, full_gradients, strict=True):
-        np.testing.assert_allclose(skipped_gradient, full_gradient, atol=1e-5)
-
-
-def test_padding_is_computed_in_inference_and_under_xla():
-    import tensorflow as tf
-
-    x, mask, _ = _padded_batch()
     layer = FeedForward(d_model=6, dff=12)
     full = np.asarray(layer(x))
-    np.testing.assert_allclose(layer(x, padding_mask=mask), full, atol=1e-6)
-    np.testing.assert_allclose(layer(x, padding_mask=mask, training=False), full, atol=1e-6)
-    # XLA needs static shapes: the gather of real positions is not used there
-    compiled = tf.function(lambda x: layer(x, padding_mask=mask, training=True), jit_compile=True)
-    np.testing.assert_allclose(compiled(x), full, atol=1e-5)
+    for training in (None, False, True):
+        np.testing.assert_allclose(
+            layer(x, padding_mask=mask, training=training), full, atol=1e-6
+        )
 
 
-def test_skipping_padding_under_mixed_precision():
-    x, mask, _ = _padded_batch()
-    layer = FeedForward(d_model=6, dff=12, dtype="mixed_float16")
-    skipped = layer(x, padding_mask=mask, training=True)
-    assert skipped.dtype == "float16"
-    layer.skip_padding = False
-    full = layer(x, padding_mask=mask, training=True)
-    skipped, full = np.asarray(skipped, "float32"), np.asarray(full, "float32")
-    assert np.all(np.isfinite(skipped))
-    np.testing.assert_allclose(skipped[mask], full[mask], atol=1e-2)
+def test_config_with_removed_skip_padding_still_loads():
+    # configs saved before the padding skip was removed carry `skip_padding`
+    config = FeedForward(d_model=6, dff=12).get_config()
+    assert "skip_padding" not in config
+    layer = FeedForward.from_config({**config, "skip_padding": True})
+    assert not hasattr(layer, "skip_padding")
+    assert "skip_padding" not in layer.get_config()
+    assert tuple(layer(np.zeros((1, 2, 6), "float32")).shape) == (1, 2, 6)

@@ -249,43 +249,6 @@ def test_translate_errors_and_coverage_penalty(trained_g2p):
     assert isinstance(model.translate("cat", method="beam", num_beams=3, coverage_penalty=0.2), str)
 
 
-def _padding_skipping_layers(model):
-    return [layer for layer in model._flatten_layers() if hasattr(layer, "skip_padding")]
-
-
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_training_step_skips_padding_with_identical_loss_and_gradients(norm_first):
-    # In training (not under XLA) the attention and feed-forward sublayers run
-    # their projections on real positions only: a whole model's masked loss and
-    # every gradient must stay the same.
-    import tensorflow as tf
-
-    model = small_model(2, norm_first=norm_first, dropout=0.0)
-    loss_fn = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
-    layers = _padding_skipping_layers(model)
-    kinds = sorted(type(layer).__name__ for layer in layers)
-    assert kinds == sorted(["GlobalSelfAttention", "FeedForward"] * 2
-                           + ["CausalSelfAttention", "CrossAttention", "FeedForward"] * 2)
-
-    def loss_and_gradients(skip_padding):
-        for layer in layers:
-            layer.skip_padding = skip_padding
-        with tf.GradientTape() as tape:
-            logits = model([SOURCE, TARGET_IN], training=True)
-            loss = loss_fn(TARGET_OUT, logits)
-        return float(loss), tape.gradient(loss, model.trainable_weights), np.asarray(logits)
-
-    skipped_loss, skipped, skipped_logits = loss_and_gradients(True)
-    full_loss, full, full_logits = loss_and_gradients(False)
-    padding = TARGET_IN == 0
-    assert not np.allclose(skipped_logits[padding], full_logits[padding])  # the skip did happen
-    np.testing.assert_allclose(skipped_logits[~padding], full_logits[~padding], atol=1e-5)
-    np.testing.assert_allclose(skipped_loss, full_loss, rtol=1e-6)
-    for variable, a, b in zip(model.trainable_weights, skipped, full, strict=True):
-        a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)  # embeddings: IndexedSlices
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6, err_msg=variable.path)
-
-
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_fit_on_padded_batches_with_and_without_xla(jit_compile):
     model = small_model(1, dropout=0.0)
@@ -293,5 +256,5 @@ def test_fit_on_padded_batches_with_and_without_xla(jit_compile):
                   jit_compile=jit_compile)
     before = model.evaluate([SOURCE, TARGET_IN], TARGET_OUT, verbose=0)
     history = model.fit([SOURCE, TARGET_IN], TARGET_OUT, epochs=2, batch_size=3, verbose=0)
-    # learning rate 0: the training-mode loss (padding skipped or not) is the inference loss
+    # learning rate 0: the training-mode loss is the inference loss
     np.testing.assert_allclose(history.history["loss"], [before, before], rtol=1e-5)
