@@ -286,7 +286,10 @@ def train(args):
                "train_pairs": len(train_pairs), "history": all_epochs}
     if args.dataset == "cmudict" and args.evaluate_words:
         words = _spread_sample(list(dev_references), args.evaluate_words)
-        summary["dev"] = evaluate_g2p(model, words, [dev_references[w] for w in words])
+        # A quick greedy check after training (labelled so); `kerasseq evaluate`
+        # scores with the shared search defaults (beam 4).
+        summary["dev"] = evaluate_g2p(model, words, [dev_references[w] for w in words],
+                                      method="greedy")
         print(f"dev ({len(words)} words, greedy): WER {summary['dev']['wer']:.2%}  "
               f"PER {summary['dev']['per']:.2%}")
     write_text_atomically(os.path.join(args.output_dir, "summary.json"),
@@ -295,10 +298,11 @@ def train(args):
     return model
 
 
-def evaluate_g2p(model, words, references, method="greedy", batch_size=256, verbose=0, **search):
+def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):
+    """WER/PER of `model.translate(words, **search)` (SearchConfig defaults: beam 4)."""
     from kerasseq.evaluation import g2p_error_rates
 
-    hypotheses = model.translate(words, method=method, batch_size=batch_size, verbose=verbose, **search)
+    hypotheses = model.translate(words, batch_size=batch_size, verbose=verbose, **search)
     return g2p_error_rates(hypotheses, references)
 
 
@@ -309,12 +313,27 @@ def command_train(args):
 
 
 def _search_kwargs(args):
-    if args.beam and args.beam > 1:
-        return {"method": "beam", "num_beams": args.beam, "num_return": args.nbest or 1,
-                "length_penalty": args.length_penalty}
-    if args.nbest and args.nbest > 1:
-        raise CLIError("--nbest needs --beam N with N >= --nbest")
-    return {"method": "greedy"}
+    """`SearchConfig` fields from `--beam`, `--nbest`, `--length-penalty`, `--jit`.
+
+    Only what was given: the rest keeps `kerasseq.SearchConfig`'s defaults
+    (beam search, 4 beams, `jit_compile="auto"`), the same as the Python API
+    and `kerasseq export`. `--beam 1` is greedy search.
+    """
+    beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
+    search = {}
+    if beam is not None:
+        search.update(method="beam", num_beams=beam) if beam > 1 else search.update(method="greedy")
+    num_beams = 4 if beam is None else beam
+    if nbest is not None:
+        if nbest > 1 and num_beams < nbest:
+            raise CLIError(f"--nbest {nbest} needs --beam N with N >= {nbest}")
+        if num_beams > 1:
+            search["num_return"] = nbest
+    if getattr(args, "length_penalty", None) is not None:
+        search["length_penalty"] = args.length_penalty
+    jit = getattr(args, "jit", "auto")
+    search["jit_compile"] = {"on": True, "off": False}.get(jit, "auto")
+    return search
 
 
 def is_saved_model(path):
@@ -470,11 +489,11 @@ def check_vocabulary_match(model, sources, args):
         )
 
 
-def evaluate_translation(model, sources, references, method="greedy", batch_size=64, **search):
+def evaluate_translation(model, sources, references, batch_size=64, **search):
     """Corpus BLEU and chrF (sacreBLEU) of the model's translations, with a progress bar."""
     from kerasseq.evaluation import corpus_bleu, corpus_chrf
 
-    hypotheses = model.translate(sources, method=method, batch_size=batch_size, verbose=1, **search)
+    hypotheses = model.translate(sources, batch_size=batch_size, verbose=1, **search)
     return {"bleu": corpus_bleu(hypotheses, references),
             "chrf": corpus_chrf(hypotheses, references), "sentences": len(sources)}
 
@@ -485,17 +504,19 @@ def command_export(args):
     if os.path.lexists(args.export_dir) and not args.overwrite:
         raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
     model = load_model(args.model_dir)
-    method = "beam" if args.beam > 1 else "greedy"
+    search = _search_kwargs(args)
+    method = search.get("method", "beam")
+    num_beams = args.beam if args.beam is not None else 4
     try:
         path = export_translator(
-            model, args.export_dir, method=method, num_beams=args.beam,
-            length_penalty=args.length_penalty, max_length=args.max_length,
-            num_return=args.nbest, max_source_length=args.max_source_length,
-            overwrite=args.overwrite,
+            model, args.export_dir, method=method, num_beams=num_beams if method == "beam" else None,
+            length_penalty=search.get("length_penalty"), max_length=args.max_length,
+            num_return=search.get("num_return"), max_source_length=args.max_source_length,
+            jit_compile=search["jit_compile"], overwrite=args.overwrite,
         )
     except FileExistsError as error:
         raise CLIError(str(error)) from None
-    print(f"exported {path} (method={method}, num_beams={args.beam}); signatures: "
+    print(f"exported {path} (method={method}, num_beams={num_beams if method == 'beam' else 1}); signatures: "
           "serving_default (text -> translation, score), "
           "translate_nbest (text -> translations, scores)")
 
@@ -595,10 +616,16 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
 
 
-def _add_search_arguments(parser):
-    parser.add_argument("--beam", type=_positive_int, default=None, help="beam size (default greedy)")
-    parser.add_argument("--nbest", type=_positive_int, default=None)
-    parser.add_argument("--length-penalty", type=float, default=0.0)
+def _add_search_arguments(parser, export=False):
+    parser.add_argument("--beam", type=_positive_int, default=None,
+                        help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
+    parser.add_argument("--nbest", type=_positive_int, default=None,
+                        help="hypotheses per text" + (" in translate_nbest (default: --beam)"
+                                                      if export else " (default 1)"))
+    parser.add_argument("--length-penalty", type=float, default=None,
+                        help="GNMT length penalty alpha >= 0 (default 0)")
+    parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
+                        help="XLA-compile the encoder and the search (default auto: on)")
 
 
 def make_parser():
@@ -637,11 +664,7 @@ def make_parser():
     export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
     export_parser.add_argument("model_dir")
     export_parser.add_argument("export_dir")
-    export_parser.add_argument("--beam", type=_positive_int, default=4,
-                               help="beam size (default 4; 1 = greedy)")
-    export_parser.add_argument("--nbest", type=_positive_int, default=None,
-                               help="hypotheses per text in translate_nbest (default: --beam)")
-    export_parser.add_argument("--length-penalty", type=float, default=0.0)
+    _add_search_arguments(export_parser, export=True)
     export_parser.add_argument("--max-length", type=_positive_int, default=None,
                                help="most target tokens (default: the model's max_target_length)")
     export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
