@@ -40,6 +40,14 @@ Usage:
 
     .venv/bin/python benchmarks/decode_speed.py            # full: d_model 256, 3 layers
     .venv/bin/python benchmarks/decode_speed.py --quick    # small model, < 3 minutes
+    .venv/bin/python benchmarks/decode_speed.py --layers 6 --d-model 512 --heads 8 \
+        --dff 2048 --batch 256 --max-length 64               # the large GPU setting
+    .venv/bin/python benchmarks/decode_speed.py --only Translator,keras-hub
+
+The two "Translator" rows run `kerasseq.Translator.generate` (the path of
+`model.translate`, the CLI and exports) with `jit_compile="auto"`, the
+default: they include the id checks, bucket padding and the host copy of the
+result.
 """
 
 import argparse
@@ -61,6 +69,7 @@ import tensorflow as tf  # noqa: E402
 import kerasseq  # noqa: E402,F401  (backend check)
 from kerasseq.decoding import beam_search, greedy  # noqa: E402
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
+from kerasseq.translator import SearchConfig, Translator  # noqa: E402
 
 SETTINGS = {
     "full": dict(num_layers=3, d_model=256, num_heads=4, dff=1024, vocab_size=1000,
@@ -188,7 +197,21 @@ def make_methods(model, num_new):
         return nocache_sampler(nocache_next, hub_prompt(source_ids),
                                cache={"source_ids": source_ids}, index=1)[:, 1:]
 
+    def translator_method(method, jit):
+        # The one inference path (what model.translate, the CLI and exports run):
+        # checks, row/column buckets, one compiled encode + search function.
+        translator = Translator(model, SearchConfig(
+            method=method, num_beams=NUM_BEAMS, max_length=num_new, min_length=num_new,
+            jit_compile=jit, batch_size=1 << 20))
+
+        def run(source_ids):
+            ids = translator.generate(source_ids.numpy())[0]
+            return ids if method == "greedy" else ids[:, 0]
+        return run
+
     return {
+        "Translator greedy (jit auto)": (translator_method("greedy", "auto"), True),
+        "Translator beam-4 (jit auto)": (translator_method("beam", "auto"), True),
         "kerasseq greedy": (kerasseq_greedy(False), False),
         "kerasseq greedy XLA": (kerasseq_greedy(True), True),
         "kerasseq beam-4": (kerasseq_beam(False), False),
@@ -205,10 +228,22 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small model, < 1 minute")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds (median)")
     parser.add_argument("--skip", default="", help="comma-separated substrings of methods to skip")
+    parser.add_argument("--only", default="", help="comma-separated substrings: run only these methods")
+    for name, help_text in (("layers", "decoder (and encoder) layers"), ("d-model", "model width"),
+                            ("heads", "attention heads"), ("dff", "feed-forward width"),
+                            ("vocab", "vocabulary size"), ("batch", "sentences per batch"),
+                            ("source-length", "source tokens"),
+                            ("max-length", "target positions (new tokens = max-length - 1)")):
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"{help_text} (overrides the preset)")
     args = parser.parse_args(argv)
     settings = dict(SETTINGS["quick" if args.quick else "full"])
     if args.repeats:
         settings["repeats"] = args.repeats
+    for name, key in (("layers", "num_layers"), ("d_model", "d_model"), ("heads", "num_heads"),
+                      ("dff", "dff"), ("vocab", "vocab_size"), ("batch", "batch_size"),
+                      ("source_length", "source_length"), ("max_length", "max_length")):
+        if getattr(args, name) is not None:
+            settings[key] = getattr(args, name)
     num_new = settings["max_length"] - 1
     batch = settings["batch_size"]
 
@@ -218,8 +253,9 @@ def main(argv=None):
     source_ids = rng.integers(3, settings["vocab_size"], size=(batch, settings["source_length"]))
     source_ids = tf.constant(source_ids, tf.int32)
     skip = [s for s in args.skip.split(",") if s]
+    only = [s for s in args.only.split(",") if s]
     methods = {name: fn for name, fn in make_methods(model, num_new).items()
-               if not any(s in name for s in skip)}
+               if not any(s in name for s in skip) and (not only or any(s in name for s in only))}
 
     print(f"model: {settings['num_layers']} layers, d_model {settings['d_model']}, "
           f"{settings['num_heads']} heads, dff {settings['dff']}, vocab {settings['vocab_size']}, "
