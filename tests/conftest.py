@@ -2,12 +2,24 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Child processes started by tests (exported-model servers, the MirroredStrategy
+# script, the CLI) inherit this: NVIDIA's libraries then run float32 matmuls in
+# full float32 there too (see the TensorFloat-32 note below).
+os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 import kerasseq  # noqa: E402,F401  (checks the backend)
+
+# TensorFloat-32 is on by default on Ampere and Hopper GPUs: float32 matmuls and
+# convolutions then round their inputs to a 10-bit mantissa (about 1e-3 relative
+# error), so comparisons at float32 tolerances (1e-5 against NumPy, XLA against
+# eager) fail on a GPU (28 failures + 7 errors on an H100). The tests check float32
+# arithmetic, so the suite runs in full float32. No effect on a CPU.
+tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
 @pytest.fixture(autouse=True)
