@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -253,10 +254,25 @@ def test_transformer_export_matches_in_process_translate(g2p_model, transformer_
     assert served["empty_batch"]["translations_shape"] == [0, NUM_BEAMS]
 
 
+def saved_model_cli_command():
+    """`saved_model_cli` on PATH, else beside this Python, else TensorFlow's module.
+
+    The console script is only beside `sys.executable` in a virtual environment
+    whose `bin` holds it; GPU images and system installs may put it elsewhere or
+    not at all, but the module ships with every TensorFlow.
+    """
+    found = shutil.which("saved_model_cli")
+    if found:
+        return [found]
+    beside = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    return [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+
+
 def test_saved_model_cli_lists_the_string_signatures(rnn_export):
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     completed = subprocess.run(
-        [cli, "show", "--dir", str(rnn_export), "--all"],
+        [*saved_model_cli_command(), "show", "--dir", str(rnn_export), "--all"],
         capture_output=True, text=True, env=CHILD_ENV, timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
