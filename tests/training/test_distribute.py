@@ -31,6 +31,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
 
+# Full float32 as in tests/conftest.py: on a GPU the one-device step runs there.
+tf.config.experimental.enable_tensor_float_32_execution(False)
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
@@ -104,10 +106,14 @@ def test_mirrored_step_matches_single_device_step():
     assert report["single_loss"] == pytest.approx(report["loss_before"], abs=1e-5)
     assert report["mirrored_loss"] == pytest.approx(report["single_loss"], abs=1e-5)
     # ... the update is the same (and not negligible) ...
+    # Relative to the update (0.18 here): on the CPU the two differ by ~4e-9, on a
+    # GPU host (one-device step on the GPU, replicas on the CPU) by 1.3e-5, while a
+    # loss divided by each replica's own token count gives 0.38 (odd batch: 0.41).
     assert report["max_update"] > 1e-2
-    assert report["max_weight_diff"] < 1e-5
+    tolerance = 1e-3 * report["max_update"]
+    assert report["max_weight_diff"] < tolerance
     # ... with a batch padded to a multiple of the replicas as well ...
-    assert report["odd_max_weight_diff"] < 1e-5
+    assert report["odd_max_weight_diff"] < tolerance
     # ... and evaluation after the step agrees too.
     for name in ("loss", "token_accuracy"):
         assert report["mirrored_eval"][name] == pytest.approx(report["single_eval"][name], abs=1e-5)
