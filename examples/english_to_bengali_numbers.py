@@ -147,7 +147,7 @@ def main(argv=None):
     sources = [s for s, _ in dev_pairs]
     references = [t for _, t in dev_pairs]
     started = time.time()
-    greedy = model.translate(sources, batch_size=256)
+    greedy = model.translate(sources, method="greedy", batch_size=256)
     beam = model.translate(sources, method="beam", num_beams=args.num_beams, batch_size=256)
     decode_seconds = time.time() - started
 

@@ -124,7 +124,7 @@ def train_and_score(name, attention, args, data, tokenizers, test_pairs):
 
     sources = [source for source, _ in test_pairs]  # already WordPiece strings
     references = [english for _, english in test_pairs]
-    greedy = [pieces_to_text(t) for t in model.translate(sources, batch_size=128)]
+    greedy = [pieces_to_text(t) for t in model.translate(sources, method="greedy", batch_size=128)]
     beam = [pieces_to_text(t) for t in
             model.translate(sources, method="beam", num_beams=args.num_beams, batch_size=128)]
     return {

@@ -92,7 +92,7 @@ def train_and_score(attention, train_pairs, test_pairs, source_tokenizer, target
     sources = [source for source, _ in test_pairs]
     references = [target for _, target in test_pairs]
     started = time.time()
-    hypotheses = model.translate(sources, batch_size=256)
+    hypotheses = model.translate(sources, method="greedy", batch_size=256)
     decode_seconds = time.time() - started
     overall = g2p_error_rates(hypotheses, references)
     by_length = {

@@ -66,7 +66,7 @@ def maybe_mock_data(enabled, num_examples):
 
 def evaluate(model, pairs, num_beams):
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    greedy = model.translate(sources, batch_size=128)
+    greedy = model.translate(sources, method="greedy", batch_size=128)
     beam = model.translate(sources, method="beam", num_beams=num_beams, batch_size=128)
     return {
         "examples": len(pairs),

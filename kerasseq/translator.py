@@ -547,7 +547,10 @@ class Translator(tf.Module):
         Returns:
             A string for a single string, else a list of strings; with
             `num_return > 1` (beam) n-best lists instead of strings. With
-            `return_scores=True`, a `(translations, scores)` pair.
+            `return_scores=True`, a `(translations, scores)` pair whose
+            scores mirror the translations: a float per string (the beam
+            score s(Y, X), or log P(Y | X) for greedy and sampling), a list
+            of floats per n-best list.
         """
         self._check_text_model()
         single = isinstance(texts, str)
@@ -566,8 +569,8 @@ class Translator(tf.Module):
             token_ids, batch_scores = self._run_batch(self._prepare_ids(ids))[:2]
             for row, text, score in zip(rows, self._detokenize(token_ids), batch_scores, strict=True):
                 translations[row] = text
-                # beam: one score per returned hypothesis; greedy/sample: one float
-                scores[row] = score.tolist() if self.config.method == "beam" else float(score[0])
+                # a score mirrors its translation: a float, or a list for n-best lists
+                scores[row] = score.tolist() if self.config.returns > 1 else float(score[0])
             if progress is not None:
                 progress.add(len(rows))
         if single:
