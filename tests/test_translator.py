@@ -1,0 +1,205 @@
+"""`kerasseq.Translator` and `SearchConfig`: the one inference path."""
+
+import ast
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kerasseq
+from kerasseq import SearchConfig, Translator, decoding
+from kerasseq.data import make_dataset
+from kerasseq.decoding import Seq2SeqDecodable
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+from kerasseq.training import MaskedSparseCategoricalCrossentropy
+from kerasseq.translator import get_translator, resolve_jit_compile
+from tests.decoding.toy_models import sheep_ship_model
+from tests.models.g2p_fixture import tiny_g2p
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def g2p():
+    """A small RNN trained for a few steps, so outputs differ from word to word."""
+    keras.utils.set_random_seed(5)
+    entries, pairs, source, target = tiny_g2p()
+    model = build_rnn_seq2seq(embedding_dim=16, units=32, max_target_length=10,
+                              source_tokenizer=source, target_tokenizer=target)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
+    model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=8, verbose=0)
+    return model, [word for word, _ in entries]
+
+
+# ----------------------------------------------------------------- config
+def test_one_set_of_defaults():
+    config = SearchConfig()
+    assert (config.method, config.num_beams, config.num_return) == ("beam", 4, 1)
+    assert config.jit_compile == "auto" and config.batch_buckets == "pow2"
+    assert config.replace(num_beams=8).num_beams == 8
+    assert SearchConfig(batch_buckets=[16, 4]).batch_buckets == (4, 16)  # sorted, hashable
+    assert hash(SearchConfig(batch_buckets=[4, 16])) == hash(SearchConfig(batch_buckets=(4, 16)))
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(method="beams"), "method must be one of"),
+    (dict(num_beams=0), "num_beams must be an int >= 1"),
+    (dict(num_beams=2, num_return=3), "num_return must be <= num_beams=2"),
+    (dict(length_penalty=float("nan")), "length_penalty must be a finite float"),
+    (dict(coverage_penalty=-1.0), "coverage_penalty must be"),
+    (dict(max_length=4, min_length=5), "min_length must be <= max_length=4"),
+    (dict(temperature=0.0), "temperature must be a float > 0"),
+    (dict(top_p=1.5), "top_p must be"),
+    (dict(jit_compile="yes"), "jit_compile must be True, False or 'auto'"),
+    (dict(batch_size=0), "batch_size must be an int >= 1"),
+    (dict(batch_buckets="pow3"), "batch_buckets must be"),
+    (dict(max_source_length=0), "max_source_length must be"),
+])
+def test_bad_settings_are_named(settings, message):
+    with pytest.raises(ValueError, match=message):
+        SearchConfig(**settings)
+
+
+def test_unknown_setting_is_a_type_error(g2p):
+    model, words = g2p
+    with pytest.raises(TypeError, match=r"Unknown search setting\(s\) \['beams'\]"):
+        model.translate(words[:2], beams=4)
+    with pytest.raises(TypeError, match="config must be a kerasseq.SearchConfig"):
+        Translator(model, {"num_beams": 4})
+
+
+def test_auto_jit_is_xla_on_a_gpu_and_on_cpu(monkeypatch):
+    assert resolve_jit_compile(False) is False and resolve_jit_compile(True) is True
+    real = tf.config.list_physical_devices
+
+    def with_gpu(device_type=None):
+        if device_type in (None, "GPU"):
+            return real(device_type) + [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
+        return real(device_type)
+
+    monkeypatch.setattr(tf.config, "list_physical_devices", with_gpu)
+    assert resolve_jit_compile("auto") is True
+    monkeypatch.setattr(tf.config, "list_physical_devices", real)
+    # On CPU "auto" means what benchmarks/decode_speed.py measured to be faster.
+    assert resolve_jit_compile("auto") is kerasseq.translator._CPU_AUTO_JIT
+
+
+# ------------------------------------------------------------- one path
+def test_every_entry_point_gives_the_same_translations(g2p):
+    model, words = g2p
+    words = words[:9]
+    expected = Translator(model).translate(words)
+    assert len(set(expected)) > 1  # not a constant output
+    assert model.translate(words) == expected
+    assert kerasseq.translate(model, words) == expected
+    assert model.translator() is model.translator(SearchConfig())  # cached per config
+    greedy = Translator(model, method="greedy").translate(words)
+    assert model.translate(words, method="greedy") == greedy
+    assert kerasseq.translate(model, words, config=SearchConfig(method="greedy")) == greedy
+
+
+def test_sorted_batches_keep_the_input_order(g2p):
+    model, words = g2p
+    words = words[:11]
+    one_by_one = [model.translate(word) for word in words]
+    assert model.translate(words, batch_size=3) == one_by_one
+    assert model.translate(list(reversed(words)), batch_size=4) == list(reversed(one_by_one))
+
+
+def test_xla_and_plain_searches_agree(g2p):
+    model, words = g2p
+    words = words[:6]
+    for method in ("greedy", "beam"):
+        xla, xla_scores = model.translate(words, method=method, jit_compile=True, return_scores=True)
+        plain, plain_scores = model.translate(words, method=method, jit_compile=False,
+                                              return_scores=True)
+        assert xla == plain
+        np.testing.assert_allclose(xla_scores, plain_scores, atol=1e-4)
+    assert model.translator(jit_compile=True).jit_compile is True
+    assert model.translator(jit_compile=False).jit_compile is False
+
+
+def test_compiled_shapes_stay_bounded(g2p):
+    model, words = g2p
+    translator = Translator(model, method="greedy")
+    for count in range(1, 10):  # 9 batch sizes -> row buckets 1, 2, 4, 8, 16
+        translator.translate(words[:count])
+    shapes = set(translator._python.compiled)
+    assert {rows for rows, _ in shapes} <= {1, 2, 4, 8, 16}
+    assert all(length % model.source_length_multiple == 0 for _, length in shapes)
+    traces = translator.trace_count
+    assert traces == len(shapes)  # one trace per bucket shape
+    for count in range(1, 10):  # the same shapes again: nothing new is compiled
+        translator.translate(words[:count])
+    assert translator.trace_count == traces
+
+
+def test_transformer_through_the_translator():
+    keras.utils.set_random_seed(0)
+    _, _, source, target = tiny_g2p()
+    model = build_transformer_seq2seq(num_layers=1, d_model=16, num_heads=2, dff=32,
+                                      max_length=12, source_tokenizer=source,
+                                      target_tokenizer=target)
+    words = ["adopt", "adore", "ado"]
+    ids, scores, lengths = model.generate(source.encode(words), method="beam", max_length=6)
+    assert ids.shape == (3, 1, 6) and scores.shape == (3, 1) and lengths.shape == (3, 1)
+    texts = model.translate(words, max_length=6)
+    assert texts == target.decode_to_strings(ids[:, 0])
+    with pytest.raises(ValueError, match="max_length=12 target positions"):
+        model.translate(words, max_length=13)
+
+
+# ------------------------------------------------------------- contract
+class TableDecodable:
+    """A non-Keras object that meets the contract: the sheep/ship Markov table."""
+
+    start_id, end_id, max_target_length = 1, 2, 5  # [start], [end] of that table
+
+    def __init__(self):
+        self.table, self.vocabulary = sheep_ship_model()
+
+    def encode(self, source_ids):
+        rows = tf.shape(source_ids)[0]
+        return {"unused": tf.zeros([rows, 1])}
+
+    def decode_step(self, token_ids, state, step):
+        return self.table.step_fn(token_ids, state, step)
+
+
+def test_any_decodable_is_searched_like_a_model():
+    decodable = TableDecodable()
+    assert isinstance(decodable, Seq2SeqDecodable)
+    assert isinstance(build_rnn_seq2seq(10, 10, units=8), Seq2SeqDecodable)
+    source_ids = np.ones([3, 2], np.int32)  # 3 rows: padded to the 4-row bucket and back
+    ids, scores, lengths = Translator(decodable, num_beams=2, jit_compile=False).generate(source_ids)
+    direct = decoding.beam_search(decodable.decode_step, {"unused": tf.zeros([3, 1])}, 3,
+                                  1, 2, num_beams=2, max_length=5)
+    words = [decodable.vocabulary[i] for i in ids[0, 0, :lengths[0, 0]]]
+    assert words == ["ship", "passed"]  # beam search finds the better path
+    for ours, reference in zip((ids, scores, lengths), direct, strict=True):
+        np.testing.assert_allclose(ours, np.asarray(reference), atol=1e-6)
+    with pytest.raises(TypeError, match="decoding contract"):
+        Translator(object())
+
+
+def test_models_do_not_import_the_search():
+    """DESIGN §3: models implement the contract; the translator owns the search."""
+    for path in sorted((REPO / "kerasseq" / "models").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            assert not any(name.startswith("kerasseq.decoding") for name in names), (path, names)
+
+
+def test_get_translator_reuses_compiled_functions(g2p):
+    model, words = g2p
+    first = get_translator(model, method="greedy")
+    first.translate(words[:3])
+    assert get_translator(model, SearchConfig(method="greedy")) is first
+    assert get_translator(model, method="greedy", num_beams=2) is not first
