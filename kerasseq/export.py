@@ -261,7 +261,9 @@ def read_metadata(path):
         path: a SavedModel directory written by `export_translator`.
 
     Returns:
-        A dict with the `ExportSettings` fields (and `signatures`,
+        A dict with the search settings (`method`, `num_beams`,
+        `num_return`, `length_penalty`, `max_length`, `max_source_length`,
+        `jit_compile`) and `signatures`,
         `model_class`), or `None`.
     """
     target = os.path.join(path, METADATA_PATH)

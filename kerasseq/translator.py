@@ -310,18 +310,16 @@ def check_model(model):
 # --------------------------------------------------------------------------
 
 
-class Translator(tf.Module):
+class Translator:
     """Text or ids in, translations out: the one inference path of kerasseq.
 
     It owns the input checks, tokenization, batching by length with row and
     column buckets, the compiled `encode` + search function and
     detokenization. `kerasseq.translate`, `Seq2SeqModel.translate` /
-    `generate`, the CLI and `export_translator` all use it.
-
-    As a `tf.Module` it tracks exactly what its serving functions capture: the
-    model's variables and the tokenizers' lookup tables; the Keras model and
-    tokenizer objects stay out of the object graph, so a SavedModel of a
-    translator loads with TensorFlow alone.
+    `generate`, the CLI and `export_translator` all use it;
+    `serving_module()` wraps its graph path (`translate_tensor`) for
+    `tf.saved_model.save`, so a SavedModel of a translator loads with
+    TensorFlow alone.
 
     Args:
         model: a `Seq2SeqDecodable` (`encode`, `decode_step`), e.g. a kerasseq
@@ -337,7 +335,6 @@ class Translator(tf.Module):
     """
 
     def __init__(self, model, config=None, **overrides):
-        super().__init__(name="kerasseq_translator")
         check_model(model)
         config = SearchConfig.from_kwargs(config, **overrides)
         check_search = getattr(model, "check_search_config", None)
@@ -356,8 +353,8 @@ class Translator(tf.Module):
                     f"min_length must be <= max_length={max_length}. "
                     f"Received: min_length={config.min_length}"
                 )
-        # A plain namespace is not trackable: the Keras objects are used while
-        # tracing but never written to a SavedModel's object graph.
+        # Everything lives in one namespace (see `ServingModule`, which keeps
+        # the translator out of a SavedModel's object graph the same way).
         self._python = types.SimpleNamespace(
             model=model,
             config=config,
