@@ -4,7 +4,9 @@ Every method decodes the same batch with the same (untrained, randomly
 initialised) `build_transformer_seq2seq` model:
 
 - kerasseq `greedy` and `beam_search(num_beams=4)`, `jit_compile` off and on,
-  driven by the model's cached `decode_step`;
+  driven by the model's cached `decode_step` (beam search with
+  `shared_state=model.shared_state_keys`, as the Translator runs it: one copy
+  of the cross-attention caches per source instead of one per beam);
 - `keras_hub.samplers.BeamSampler(num_beams=4)` driven by the SAME cached
   `decode_step` (the kerasseq state dict is passed as keras-hub's `cache`; the
   sampler tiles and reorders every tensor of the nested structure), inside one
@@ -150,7 +152,8 @@ def make_methods(model, num_new):
             state = encode(source_ids)
             ids, _, _ = beam_search(step_fn, state, source_ids.shape[0], START_ID, END_ID,
                                     num_beams=NUM_BEAMS, max_length=num_new,
-                                    min_length=num_new, jit_compile=jit)
+                                    min_length=num_new, jit_compile=jit,
+                                    shared_state=model.shared_state_keys)
             return ids[:, 0]
         return run
 

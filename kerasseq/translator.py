@@ -428,7 +428,8 @@ class Translator:
             token_ids, scores, lengths, log_probs = decoding.beam_search(
                 model.decode_step, state, num_beams=config.num_beams,
                 length_penalty=config.length_penalty, coverage_penalty=config.coverage_penalty,
-                num_return=config.num_return, return_log_probs=True, **common,
+                num_return=config.num_return, return_log_probs=True,
+                shared_state=tuple(getattr(model, "shared_state_keys", ())), **common,
             )  # (rows, num_return, max_length), (rows, num_return) x 3
             return token_ids, scores, lengths, log_probs
         if config.method == "greedy":

@@ -81,6 +81,7 @@ def beam_search(
     return_log_probs=False,
     jit_compile=False,
     batch_buckets=None,
+    shared_state=(),
 ):
     """Find high-probability sequences with beam search (GNMT / Flax style).
 
@@ -138,6 +139,14 @@ def beam_search(
         return_log_probs: bool; also return the unpenalised log-probabilities.
         jit_compile: bool, compile the loop with XLA.
         batch_buckets: `None`, `"pow2"` or a sequence of ints, see `greedy`.
+        shared_state: names of state tensors that are the same for every
+            hypothesis of a row (source memory such as cross-attention keys
+            and values) and that `step_fn` accepts untiled, with `batch_size`
+            rows while `token_ids` has `batch_size * num_beams` (beams of a
+            row adjacent). They are neither tiled nor reordered, so the
+            search reads one copy per source instead of `num_beams`;
+            `step_fn` must return them unchanged. A model lists them in its
+            `shared_state_keys` (the Transformer: its cross-attention caches).
 
     Returns:
         `(token_ids, scores, lengths)`, or `(token_ids, scores, lengths,
@@ -178,9 +187,10 @@ def beam_search(
             f"coverage_penalty={coverage_penalty} and a state with keys "
             f"{sorted(state)}"
         )
+    shared_state = _check_shared_state(shared_state, state)
     config = _SearchConfig(
         start_id, end_id, num_beams, max_length, min_length,
-        float(length_penalty), float(coverage_penalty), num_return,
+        float(length_penalty), float(coverage_penalty), num_return, shared_state,
     )
 
     def build():
@@ -201,8 +211,28 @@ def beam_search(
 
 _SearchConfig = collections.namedtuple("_SearchConfig", [
     "start_id", "end_id", "num_beams", "max_length", "min_length",
-    "length_penalty", "coverage_penalty", "num_return",
+    "length_penalty", "coverage_penalty", "num_return", "shared_state",
 ])
+
+
+def _check_shared_state(shared_state, state):
+    """`shared_state` as a sorted tuple of names present in `state`."""
+    if isinstance(shared_state, str) or not isinstance(shared_state, (tuple, list, set, frozenset)):
+        raise ValueError(
+            "shared_state must be a sequence of state names. "
+            f"Received: shared_state={shared_state!r}"
+        )
+    missing = sorted(set(shared_state) - set(state))
+    if missing:
+        raise ValueError(
+            f"shared_state names tensors that are not in the state: {missing}. "
+            f"State keys: {sorted(state)}"
+        )
+    if _common.ATTENTION_WEIGHTS in shared_state:
+        raise ValueError(
+            f"{_common.ATTENTION_WEIGHTS!r} changes at every step; it cannot be shared state."
+        )
+    return tuple(sorted(shared_state))
 
 
 def _check_beam_arguments(num_beams, num_return, length_penalty, coverage_penalty):
@@ -258,7 +288,8 @@ def _search(step_fn, config, start_tokens, state):
     batch_size = _common.num_rows(start_tokens)
     num_beams = config.num_beams
     state = {
-        name: tf.repeat(tensor, num_beams, axis=0)  # (batch_size * num_beams, ...)
+        name: tensor if name in config.shared_state  # (batch_size, ...): one copy per row
+        else tf.repeat(tensor, num_beams, axis=0)  # (batch_size * num_beams, ...)
         for name, tensor in state.items()
     }
     beams = _initial_beams(config, start_tokens, state)
@@ -318,12 +349,20 @@ def _beam_step(step_fn, config, batch_size, beams, state):
         attention = tf.cast(new_state[_common.ATTENTION_WEIGHTS], tf.float32)
         coverage = coverage + attention  # (batch_size * num_beams, source_length)
     source_mask = new_state.get(_common.SOURCE_MASK)
+    if source_mask is not None and _common.SOURCE_MASK in config.shared_state:
+        source_mask = tf.repeat(source_mask, num_beams, axis=0)  # (batch_size * num_beams, ...)
 
     finished = _update_finished(config, beams, candidates, coverage, source_mask)
     alive_order, alive_log_probs = _select_alive(config, candidates)
     flat_parents = _flat_indices(
         tf.gather(candidates.parents, alive_order, batch_dims=1), num_beams
     )  # (batch_size * num_beams,)
+    for name in config.shared_state:
+        if new_state[name] is not state[name]:
+            raise ValueError(
+                f"step_fn changed the shared state tensor {name!r}; shared_state may only "
+                "name tensors that step_fn returns unchanged (source memory)."
+            )
     new_state = {
         name: _reorder(tensor, state[name], flat_parents)  # (batch_size * num_beams, ...)
         for name, tensor in new_state.items()

@@ -29,8 +29,11 @@ class Seq2SeqDecodable(Protocol):
     `target_tokenizer` (text in and out), `start_id` / `end_id` (default 2
     and 3), `max_target_length` (default `max_length` of a search),
     `source_vocab_size` (id checks), `source_length_multiple` (column
-    bucket, default 8) and `check_search_config(config)` (model-specific
-    checks of a `SearchConfig`).
+    bucket, default 8), `check_search_config(config)` (model-specific
+    checks of a `SearchConfig`) and `shared_state_keys` (state tensors that
+    are the same for every hypothesis of a source and that `decode_step`
+    accepts untiled, with one row per source: beam search then keeps one
+    copy of them, see `beam_search(shared_state=...)`).
 
     Example:
 

@@ -1,6 +1,7 @@
 """Encoder-decoder (cross) attention sublayer of the Transformer decoder."""
 
 import keras
+from keras import ops
 
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
@@ -104,18 +105,36 @@ class CrossAttention(BaseAttention):
     ):
         """Cross-attention for decoding steps, reusing precomputed keys/values.
 
+        Shared source memory. `cross_key` / `cross_value` may have fewer rows
+        than `x_step`: `batch_size = source_rows * group` where the `group`
+        adjacent rows of `x_step` decode the same source (the hypotheses of a
+        beam search, see `kerasseq.decoding.beam_search(shared_state=...)`).
+        The queries of a group are then attended together, as one query
+        sequence of `group * step_length` positions against their source's
+        keys: cross-attention has no causal mask, so every position's result
+        is the same as with keys tiled to `batch_size` rows, without reading
+        `group` copies of them. With `group = 1` this is the plain step.
+
         Args:
             x_step: `(batch_size, step_length, d_model)`.
-            cross_key: `(batch_size, source_length, num_heads, key_dim)`.
-            cross_value: `(batch_size, source_length, num_heads, key_dim)`.
-            context_mask: optional boolean `(batch_size, source_length)`.
+            cross_key: `(source_rows, source_length, num_heads, key_dim)`,
+                `source_rows` dividing `batch_size`.
+            cross_value: `(source_rows, source_length, num_heads, key_dim)`.
+            context_mask: optional boolean `(batch_size, source_length)` or
+                `(source_rows, source_length)`.
             training: Python bool (dropout); False for decoding.
 
         Returns:
             `(outputs, attention_scores)`: `(batch_size, step_length, d_model)`
             and `(batch_size, num_heads, step_length, source_length)`.
         """
-        normed = self._pre_norm(x_step)
+        rows, step_length, d_model = ops.shape(x_step)
+        source_rows, source_length = ops.shape(cross_key)[0], ops.shape(cross_key)[1]
+        normed = ops.reshape(self._pre_norm(x_step), (source_rows, -1, d_model))
+        # (source_rows, group * step_length, d_model)
+        if context_mask is not None:
+            context_mask = ops.reshape(context_mask, (source_rows, -1, source_length))[:, 0]
+            # (source_rows, source_length): the rows of a group share their source
         attention_output, attention_scores, _ = self.attention(
             normed,
             normed,
@@ -124,6 +143,17 @@ class CrossAttention(BaseAttention):
             return_attention_scores=True,
             training=training,
         )
+        # (source_rows, group * step_length, d_model),
+        # (source_rows, num_heads, group * step_length, source_length)
+        attention_output = ops.reshape(attention_output, (rows, step_length, d_model))
+        num_heads = ops.shape(attention_scores)[1]
+        attention_scores = ops.reshape(
+            attention_scores, (source_rows, num_heads, -1, step_length, source_length)
+        )  # (source_rows, num_heads, group, step_length, source_length)
+        attention_scores = ops.reshape(
+            ops.transpose(attention_scores, (0, 2, 1, 3, 4)),
+            (rows, num_heads, step_length, source_length),
+        )  # (batch_size, num_heads, step_length, source_length)
         outputs = self._add_and_norm(x_step, attention_output, training)
         return outputs, attention_scores
 

@@ -264,6 +264,20 @@ class TransformerSeq2Seq(Seq2SeqModel):
         state["attention_weights"] = ops.zeros(ops.shape(source_ids), "float32")
         return state
 
+    @property
+    def shared_state_keys(self):
+        """State keys that are the same for every hypothesis of a source.
+
+        The cross-attention keys/values of every decoder layer: beam search
+        (`kerasseq.decoding.beam_search(shared_state=...)`, which the
+        `kerasseq.Translator` passes) keeps one copy per source instead of
+        one per beam, and `CrossAttention.call_step` attends a source's
+        hypotheses together against it.
+        """
+        return tuple(
+            key.format(i) for i in range(len(self.decoder_blocks)) for key in (CROSS_KEY, CROSS_VALUE)
+        )
+
     def decode_step(self, token_ids, state, step):
         token_ids = ops.reshape(ops.cast(token_ids, "int32"), (-1, 1))  # (batch_size, 1)
         x = self.target_embedding(token_ids, start_index=step)  # (batch_size, 1, d_model)

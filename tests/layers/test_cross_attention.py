@@ -91,6 +91,28 @@ def test_call_step_with_precomputed_keys_and_values():
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
+def test_call_step_with_shared_keys_equals_tiled_keys(norm_first):
+    """Hypotheses of one source (adjacent rows) attend one untiled copy of its keys."""
+    rng = np.random.default_rng(7)
+    x, context, context_mask = _inputs(rng)  # 2 sources
+    layer = CrossAttention(d_model=8, num_heads=2, norm_first=norm_first)
+    layer(x, context, context_mask=context_mask)
+    cross_key, cross_value = layer.compute_cache(context)  # (2, 5, 2, 4)
+    group = 3
+    x_step = rng.normal(size=(2 * group, 1, 8)).astype("float32")  # 3 hypotheses per source
+    tiled_mask = np.repeat(context_mask, group, axis=0)
+    tiled, tiled_scores = layer.call_step(
+        x_step, np.repeat(cross_key, group, axis=0), np.repeat(cross_value, group, axis=0),
+        context_mask=tiled_mask,
+    )
+    for mask in (tiled_mask, context_mask):  # the mask may be tiled or not
+        shared, shared_scores = layer.call_step(x_step, cross_key, cross_value, context_mask=mask)
+        np.testing.assert_allclose(shared, tiled, atol=1e-6)
+        np.testing.assert_allclose(shared_scores, tiled_scores, atol=1e-6)
+    assert tuple(shared_scores.shape) == (2 * group, 2, 1, 5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
 def test_check_layer(norm_first):
     x, context, context_mask = _inputs(np.random.default_rng(5))
     check_layer(

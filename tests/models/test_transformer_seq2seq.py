@@ -258,3 +258,32 @@ def test_fit_on_padded_batches_with_and_without_xla(jit_compile):
     history = model.fit([SOURCE, TARGET_IN], TARGET_OUT, epochs=2, batch_size=3, verbose=0)
     # learning rate 0: the training-mode loss is the inference loss
     np.testing.assert_allclose(history.history["loss"], [before, before], rtol=1e-5)
+
+
+@pytest.mark.parametrize("penalties", [{}, {"length_penalty": 0.6, "coverage_penalty": 0.3}])
+def test_beam_search_with_shared_cross_caches_equals_tiled(penalties):
+    """The cross-attention caches stay untiled in beam search: same hypotheses and scores."""
+    from kerasseq.decoding import beam_search
+
+    keras.utils.set_random_seed(2)
+    model = small_model()
+    assert model.shared_state_keys == ("layer_0_cross_key", "layer_0_cross_value",
+                                       "layer_1_cross_key", "layer_1_cross_value")
+    outputs = {}
+    for shared in ((), model.shared_state_keys):
+        state = model.encode(SOURCE)
+        outputs[shared] = beam_search(model.decode_step, state, 3, 2, 3, num_beams=3,
+                                      max_length=6, num_return=2, return_log_probs=True,
+                                      shared_state=shared, **penalties)
+    for tiled, shared in zip(outputs[()], outputs[model.shared_state_keys], strict=True):
+        np.testing.assert_allclose(np.asarray(shared), np.asarray(tiled), atol=1e-5)
+    with pytest.raises(ValueError, match="not in the state"):
+        beam_search(model.decode_step, model.encode(SOURCE), 3, 2, 3, shared_state=("nope",))
+
+    def step_that_writes_memory(token_ids, state, step):
+        logits, new_state = model.decode_step(token_ids, state, step)
+        return logits, dict(new_state, layer_0_cross_key=new_state["layer_0_cross_key"] * 1.0)
+
+    with pytest.raises(ValueError, match="changed the shared state tensor 'layer_0_cross_key'"):
+        beam_search(step_that_writes_memory, model.encode(SOURCE), 3, 2, 3, max_length=4,
+                    shared_state=model.shared_state_keys)
