@@ -300,7 +300,7 @@ def main(argv=None):
         return min(present, key=median.get) if present else None
 
     def ratio(label, numerator, denominator, goal):
-        if numerator and denominator:
+        if numerator in median and denominator in median:
             print(f"- {label}: {median[numerator] / median[denominator]:.2f}x "
                   f"({numerator} / {denominator}; goal {goal})")
 
