@@ -137,12 +137,17 @@ def entries_to_pairs(entries):
     return [(word, pron) for word, prons in entries for pron in prons]
 
 
-def load_cmudict_tokenizers(entries=None, **tokenizer_kwargs):
+def load_cmudict_tokenizers(entries=None, lowercase=True, **tokenizer_kwargs):
     """Build the two tokenizers of a G2P model from CMUdict entries.
 
     Args:
         entries: list of `(word, pronunciations)`; defaults to
             `load_cmudict("train")` (build vocabularies on training data only).
+        lowercase: bool, default `True`: the word tokenizer lower-cases its
+            input (`TextTokenizer(lowercase=True)`), so `"Hello"` and
+            `"HELLO"` are read as `"hello"` (CMUdict words are lower-case).
+            The phoneme tokenizer never lower-cases: phonemes are upper-case
+            symbols.
         **tokenizer_kwargs: extra `TextTokenizer` arguments given to both
             tokenizers (e.g. `max_length`).
 
@@ -155,6 +160,8 @@ def load_cmudict_tokenizers(entries=None, **tokenizer_kwargs):
     >>> words, phonemes = load_cmudict_tokenizers([("cat", ["K AE T"])])
     >>> words.vocabulary, phonemes.vocabulary
     (['a', 'c', 't'], ['AE', 'K', 'T'])
+    >>> words.encode(["cat", "Cat", "CAT"]).to_list()
+    [[5, 4, 6], [5, 4, 6], [5, 4, 6]]
     """
     if entries is None:
         entries = load_cmudict("train")
@@ -166,6 +173,7 @@ def load_cmudict_tokenizers(entries=None, **tokenizer_kwargs):
     word_tokenizer = TextTokenizer.from_texts(
         [word for word, _ in entries],
         split="character",
+        lowercase=lowercase,
         name="word_tokenizer",
         **tokenizer_kwargs,
     )

@@ -103,7 +103,15 @@ class TextTokenizer(keras.layers.Layer):
             order (first token gets id 4). `None` to build it later with
             `adapt`. Duplicates, empty strings and reserved tokens are errors.
         split: `"character"`, `"whitespace"` or `"word"`.
-        lowercase: bool, lower-case the text (Unicode-aware) before splitting.
+        lowercase: bool, default `False`. When `True`, every text is
+            lower-cased before it is split (`tf.strings.lower(texts,
+            encoding="utf-8")`, Unicode-aware: `"ÉCOLE"` -> `"école"`), in
+            `adapt` / `from_texts` as well as in `tokenize`, `encode` and
+            the layer call, eagerly and inside a `tf.function` or exported
+            SavedModel. `"Hello"`, `"HELLO"` and `"hello"` then get the same
+            ids and the vocabulary holds lower-case tokens only. Saved in
+            `get_config`; a config without the key loads with `False`.
+            `detokenize` does not restore the case.
         max_length: optional int >= 1. `encode` keeps only the first
             `max_length` tokens of each text (the end is cut off).
         **kwargs: passed to `keras.layers.Layer` (`name`, ...).
@@ -149,6 +157,10 @@ class TextTokenizer(keras.layers.Layer):
         ):
             raise ValueError(
                 f"`max_length` must be None or an int >= 1. Received: max_length={max_length!r}"
+            )
+        if not isinstance(lowercase, (bool, np.bool_)):
+            raise ValueError(
+                f"`lowercase` must be True or False. Received: lowercase={lowercase!r}"
             )
         self.split = split
         self.lowercase = bool(lowercase)
@@ -220,7 +232,8 @@ class TextTokenizer(keras.layers.Layer):
 
         The vocabulary is deterministic: tokens sorted by decreasing count, ties
         broken by the token string (Python `str` order, i.e. by code point).
-        `max_length` is ignored while counting.
+        `max_length` is ignored while counting. With `lowercase=True` the
+        texts are lower-cased before they are split and counted.
 
         Args:
             texts: list of str, a `tf.string` tensor, or a `tf.data.Dataset`
@@ -365,6 +378,9 @@ class TextTokenizer(keras.layers.Layer):
     def tokenize(self, texts):
         """Split text into string tokens (no lookup, no truncation).
 
+        With `lowercase=True` the text is lower-cased (UTF-8 aware) first.
+        Only TensorFlow ops are used, so this runs inside a `tf.function`.
+
         Args:
             texts: a str, a list of str, or a `tf.string` tensor of shape `()`
                 or `(batch_size,)`.
@@ -385,7 +401,9 @@ class TextTokenizer(keras.layers.Layer):
     def encode(self, texts):
         """Text to ids, without `[START]`/`[END]`, cut to `max_length`.
 
-        Tokens not in the vocabulary become `UNK_ID` (1).
+        Tokens not in the vocabulary become `UNK_ID` (1). With
+        `lowercase=True` the text is lower-cased first (see `tokenize`), also
+        when `encode` is traced in a `tf.function` on a `tf.string` tensor.
 
         Args:
             texts: a str, a list of str, or a `tf.string` tensor of shape `()`

@@ -75,3 +75,43 @@ def test_tokenizers():
     assert phonemes.vocabulary == ["T", "AE", "AH", "K"]
     with pytest.raises(ValueError, match="entries"):
         load_cmudict_tokenizers([])
+
+
+def test_word_tokenizer_is_case_insensitive():
+    words, phonemes = load_cmudict_tokenizers(
+        [("hello", ["HH AH L OW"]), ("ecole", ["EY K OW L"])]
+    )
+    assert words.lowercase is True and phonemes.lowercase is False
+    ids = words.encode(["hello", "Hello", "HELLO"]).to_list()
+    assert ids[0] == ids[1] == ids[2] and 1 not in ids[0]
+    assert words.get_config()["lowercase"] is True
+    # Phonemes stay case-sensitive: "hh" is not "HH".
+    assert phonemes.encode(["HH OW", "hh ow"]).to_list() == [[8, 5], [1, 1]]
+    # Opting out keeps the old, case-sensitive behaviour.
+    cased, _ = load_cmudict_tokenizers([("hello", ["HH AH L OW"])], lowercase=False)
+    assert cased.lowercase is False and cased.encode(["HELLO"]).to_list()[0][0] == 1
+
+
+def test_g2p_model_translates_any_case_and_keeps_it_after_saving(tmp_path):
+    import keras
+
+    from kerasseq.models import build_rnn_seq2seq
+
+    words, phonemes = load_cmudict_tokenizers(
+        [("hello", ["HH AH L OW"]), ("help", ["HH EH L P"])]
+    )
+    keras.utils.set_random_seed(0)
+    model = build_rnn_seq2seq(
+        embedding_dim=8, units=8, source_tokenizer=words, target_tokenizer=phonemes
+    )
+    texts = ["hello", "Hello", "HELLO"]
+    outputs = model.translate(texts, method="greedy")
+    assert len(outputs) == 3 and outputs[0] == outputs[1] == outputs[2]
+
+    path = tmp_path / "g2p.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.source_tokenizer.lowercase is True
+    assert loaded.target_tokenizer.lowercase is False
+    assert loaded.source_tokenizer.encode(texts).to_list() == words.encode(["hello"] * 3).to_list()
+    assert loaded.translate(texts, method="greedy") == outputs

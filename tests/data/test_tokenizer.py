@@ -200,3 +200,78 @@ def test_errors():
         TextTokenizer().adapt([])
     with pytest.raises(ValueError, match="texts.*strings"):
         TextTokenizer(vocabulary=["a"]).encode(tf.constant([1, 2]))
+
+
+# ----------------------------------------------------------------------------
+# lowercase=True: case-insensitive tokenizers (issue 15)
+# ----------------------------------------------------------------------------
+@pytest.fixture
+def lower_tokenizer():
+    return TextTokenizer.from_texts(["Hello", "école"], lowercase=True)
+
+
+def test_lowercase_is_off_by_default():
+    t = TextTokenizer.from_texts(["hello"])
+    assert t.lowercase is False
+    assert t.encode(["Hello"]).to_list() == [[1] + t.encode(["ello"]).to_list()[0]]
+
+
+def test_lowercase_adapt_and_encode_eager(lower_tokenizer):
+    t = lower_tokenizer
+    assert all(token == token.lower() for token in t.vocabulary)
+    assert "H" not in t.vocabulary and "É" not in t.vocabulary
+    ids = t.encode(["hello", "Hello", "HELLO", "hElLo"]).to_list()
+    assert ids[0] == ids[1] == ids[2] == ids[3]
+    assert UNK_ID not in ids[0]
+    np.testing.assert_array_equal(t.encode("HELLO").numpy(), ids[0])
+    assert t(tf.constant(["HELLO"])).to_list() == [ids[0]]
+    # Unicode-aware, not just ASCII.
+    assert t.encode(["ÉCOLE"]).to_list() == t.encode(["école"]).to_list()
+    assert UNK_ID not in t.encode(["ÉCOLE"]).to_list()[0]
+    assert t.decode_to_strings(t.encode(["HELLO", "ÉCOLE"])) == ["hello", "école"]
+
+
+def test_lowercase_inside_tf_function(lower_tokenizer):
+    t = lower_tokenizer
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode(texts):
+        return t.encode(texts).to_tensor()
+
+    ids = encode(tf.constant(["hello", "Hello", "HELLO", "ÉCOLE", "école"])).numpy()
+    np.testing.assert_array_equal(ids[0], ids[1])
+    np.testing.assert_array_equal(ids[0], ids[2])
+    np.testing.assert_array_equal(ids[3], ids[4])
+    np.testing.assert_array_equal(ids[:3, :5], t.encode(["hello"] * 3).to_tensor().numpy())
+    assert UNK_ID not in ids[3]
+
+
+def test_lowercase_saved_model(tmp_path, lower_tokenizer):
+    target = TextTokenizer.from_texts(["HH AH L OW"], split="whitespace")
+    tf.saved_model.save(_TokenizerModule(lower_tokenizer, target), str(tmp_path / "m"))
+    reloaded = tf.saved_model.load(str(tmp_path / "m"))
+    ids = reloaded.encode(tf.constant(["hello", "HELLO", "ÉCOLE", "école"])).numpy()
+    np.testing.assert_array_equal(ids[0], ids[1])
+    np.testing.assert_array_equal(ids[2], ids[3])
+    # The phoneme side keeps its case.
+    assert target.encode(["hh ah"]).to_list() == [[UNK_ID, UNK_ID]]
+
+
+def test_lowercase_config_round_trip_and_old_configs(lower_tokenizer):
+    config = lower_tokenizer.get_config()
+    assert config["lowercase"] is True
+    clone = TextTokenizer.from_config(config)
+    assert clone.lowercase is True
+    assert clone.encode(["HELLO"]).to_list() == lower_tokenizer.encode(["hello"]).to_list()
+    # A config saved before the option existed loads case-sensitive.
+    old = {key: value for key, value in config.items() if key != "lowercase"}
+    legacy = TextTokenizer.from_config(old)
+    assert legacy.lowercase is False
+    assert legacy.encode(["HELLO"]).to_list()[0][0] == UNK_ID
+    assert legacy.get_config()["lowercase"] is False
+
+
+def test_lowercase_must_be_a_bool():
+    with pytest.raises(ValueError, match="lowercase.*True or False.*'lower'"):
+        TextTokenizer(lowercase="lower")
+    assert TextTokenizer(lowercase=np.bool_(True)).lowercase is True
