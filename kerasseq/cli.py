@@ -499,8 +499,15 @@ def evaluate_translation(model, sources, references, batch_size=64, **search):
 
 
 def command_export(args):
-    from kerasseq.export import export_translator
+    from kerasseq.export import check_export_path, export_translator
 
+    # Before loading the model: only an earlier export (a SavedModel
+    # directory) or an empty directory may be replaced, with or without
+    # --overwrite; a model file or anything else is refused and left alone.
+    try:
+        check_export_path(os.path.abspath(args.export_dir))
+    except FileExistsError as error:
+        raise CLIError(str(error)) from None
     if os.path.lexists(args.export_dir) and not args.overwrite:
         raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
     model = load_model(args.model_dir)
@@ -669,7 +676,9 @@ def make_parser():
                                help="most target tokens (default: the model's max_target_length)")
     export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
                                help="source tokens kept per text (default: tokenizer max_length or 256)")
-    export_parser.add_argument("--overwrite", action="store_true", help="replace an existing EXPORT_DIR")
+    export_parser.add_argument("--overwrite", action="store_true",
+                               help="replace an existing export (a SavedModel directory) or "
+                                    "empty directory at EXPORT_DIR; nothing else is replaced")
     export_parser.set_defaults(handler=command_export)
 
     demo_parser = commands.add_parser("demo", help="train a small G2P model and translate")

@@ -38,7 +38,13 @@ import tensorflow as tf
 
 from kerasseq.translator import SearchConfig, Translator
 
-__all__ = ["Translator", "export_translator", "read_metadata", "write_atomically"]
+__all__ = [
+    "Translator",
+    "check_export_path",
+    "export_translator",
+    "read_metadata",
+    "write_atomically",
+]
 
 EXPORT_METHODS = ("greedy", "beam")
 SERVING_SIGNATURE = "serving_default"
@@ -77,7 +83,12 @@ def export_translator(
     The export is atomic: the SavedModel is first written to a temporary
     directory next to `path` (same file system), then renamed into place. An
     existing export at `path` (with `overwrite=True`) is moved aside, replaced
-    and only then deleted. If anything fails, the previous content of `path`
+    and only then deleted. Only a SavedModel directory (one holding
+    `saved_model.pb`) or an empty directory is ever replaced: a `.keras`
+    model file, any other file, a non-empty directory without
+    `saved_model.pb` or a symbolic link to anything but a SavedModel
+    directory raises `FileExistsError` and is left untouched, whatever
+    `overwrite` says (see `check_export_path`). If anything fails, the previous content of `path`
     is left as it was and no temporary directory remains (a process killed
     with SIGKILL may leave one, never a half-written `path`; the next export
     to `path` removes it: see `write_atomically`).
@@ -102,8 +113,10 @@ def export_translator(
             as the Transformer).
         jit_compile: True, False or `"auto"` (default): XLA-compile the
             encoder and the search.
-        overwrite: bool; with False an existing `path` raises
-            `FileExistsError`.
+        overwrite: bool; True (default) replaces an existing SavedModel
+            directory or empty directory at `path`; with False any existing
+            `path` raises `FileExistsError`. Nothing else is replaced in
+            either case.
 
     Returns:
         The absolute path of the export (a str).
@@ -111,7 +124,9 @@ def export_translator(
     Raises:
         ValueError: a bad argument (the message names it), or a model without
             tokenizers.
-        FileExistsError: `path` exists and `overwrite=False`.
+        FileExistsError: `path` exists and is not a SavedModel directory or
+            an empty directory, or it exists and `overwrite=False`. Raised
+            before anything is written.
 
     Example:
 
@@ -130,10 +145,7 @@ def export_translator(
     if not isinstance(overwrite, bool):
         raise ValueError(f"overwrite must be a bool. Received: overwrite={overwrite!r}")
     path = os.path.abspath(os.fspath(path))
-    if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(
-            f"Export path {path!r} already exists. Pass overwrite=True to replace it."
-        )
+    check_export_path(path, overwrite=overwrite)  # before tracing: fail fast
     module = translator.serving_module()
 
     def write(directory):
@@ -273,6 +285,81 @@ def read_metadata(path):
         return json.load(handle)
 
 
+def _is_saved_model_dir(path):
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+
+def _unreplaceable_content(path):
+    """What an existing `path` holds when an export may not replace it, else None.
+
+    Replaceable: a SavedModel directory (holding `saved_model.pb`), an empty
+    directory, or a symbolic link to a SavedModel directory (the link is
+    replaced; its target is kept).
+
+    Returns:
+        None, or a phrase for the error message.
+    """
+    if os.path.islink(path):
+        if _is_saved_model_dir(path):
+            return None
+        target = os.readlink(path)
+        if not os.path.exists(path):
+            return f"a symbolic link to {target!r}, which does not exist"
+        content = _unreplaceable_content(os.path.realpath(path)) or "an empty directory"
+        return f"a symbolic link to {target!r}, which holds {content}"
+    if os.path.isdir(path):
+        if _is_saved_model_dir(path):
+            return None
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError as error:
+            return f"a directory that cannot be listed ({error.strerror})"
+        if not entries:
+            return None
+        shown = ", ".join(repr(entry) for entry in entries[:3])
+        more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
+        return f"a non-empty directory without saved_model.pb ({shown}{more})"
+    if os.path.isfile(path):
+        if path.endswith(".keras"):
+            return "a file (a .keras model)"
+        return "a file"
+    return "something that is neither a file nor a directory"
+
+
+def check_export_path(path, overwrite=True):
+    """Raise unless an export may be written at `path`.
+
+    An export never destroys what is not an export: an existing `path` is
+    replaced only when it is a SavedModel directory (one holding
+    `saved_model.pb`; through a symbolic link, the link is replaced and its
+    target kept) or an empty directory, and only with `overwrite=True`.
+    Anything else (a `.keras` model file, any other file, a non-empty
+    directory without `saved_model.pb`, a symbolic link to anything else)
+    raises, with or without `overwrite`.
+
+    Args:
+        path: str, the export path.
+        overwrite: bool; with False any existing `path` raises.
+
+    Raises:
+        FileExistsError: naming `path`, what it holds and what is expected
+            (one line).
+    """
+    if not os.path.lexists(path):
+        return
+    content = _unreplaceable_content(path)
+    if content is not None:
+        raise FileExistsError(
+            f"Export path {path!r} holds {content}; an export only replaces a "
+            "SavedModel directory (one holding saved_model.pb) or an empty directory, "
+            "with or without overwrite: choose another path"
+        )
+    if not overwrite:
+        raise FileExistsError(
+            f"Export path {path!r} already exists. Pass overwrite=True to replace it."
+        )
+
+
 def _remove(path):
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -334,6 +421,9 @@ def write_atomically(path, write, overwrite=True):
     renamed to `path` (one `rename` on the same file system). An existing
     `path` is first renamed aside to `.NAME.old-PID-TOKEN` and deleted after
     the new one is in place; if the final rename fails it is renamed back.
+    Only a SavedModel directory or an empty directory is ever replaced (see
+    `check_export_path`): anything else at `path` raises `FileExistsError`,
+    checked before anything is written and again right before the rename.
 
     A process killed outright (SIGKILL, so no `finally` runs) never leaves a
     half-written directory at `path`:
@@ -361,9 +451,12 @@ def write_atomically(path, write, overwrite=True):
             `FileExistsError` (checked again right before the rename).
 
     Raises:
+        FileExistsError: `path` may not be replaced (`check_export_path`);
+            `path` is then untouched and no temporary directory remains.
         Whatever `write` raises; `path` is then untouched and the temporary
         directory removed.
     """
+    check_export_path(path, overwrite=overwrite)  # before anything is written
     parent, name = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
     stale = stale_siblings(path)
@@ -376,10 +469,8 @@ def write_atomically(path, write, overwrite=True):
     try:
         write(temporary)
         if os.path.lexists(path):
-            if not overwrite:
-                raise FileExistsError(
-                    f"Export path {path!r} already exists. Pass overwrite=True to replace it."
-                )
+            # `path` may have appeared or changed while `write` ran.
+            check_export_path(path, overwrite=overwrite)
             os.rename(path, aside)
             # A SIGKILL here leaves `path` absent and both exports complete.
             try:

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -127,6 +128,21 @@ def test_export_then_translate_equals_translate_with_the_same_beam(trained_dir, 
     assert translations(served_nbest.stdout) == {
         word: " | ".join(texts) for word, texts in zip(WORDS, nbest, strict=True)}
     assert all(texts[1] for texts in nbest), "the second-best hypotheses are never empty"
+
+
+def test_export_refuses_to_replace_a_model_file(trained_dir, tmp_path):
+    """`kerasseq export RUN RUN/model.keras --overwrite` keeps the trained model."""
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(os.path.join(trained_dir, "model.keras"), run / "model.keras")
+    before = (run / "model.keras").read_bytes()
+    result = kerasseq("export", str(run), str(run / "model.keras"), "--overwrite")
+    line = one_line_error(result)
+    assert line.startswith("kerasseq export: error: "), line
+    assert repr(str(run / "model.keras")) in line and "a .keras model" in line, line
+    assert "SavedModel directory" in line, line
+    assert (run / "model.keras").read_bytes() == before
+    assert os.listdir(run) == ["model.keras"]  # no .model.keras.export-* left behind
 
 
 def test_evaluate_prints_rates(trained_dir):

@@ -320,9 +320,13 @@ def test_failed_export_keeps_the_previous_one(g2p_model, rnn_export, served, mon
 
 
 def write_files(contents):
+    """A `write` for `write_atomically`: content.txt, plus a saved_model.pb so
+    that the directory counts as a SavedModel (only those are replaced)."""
     def write(directory):
         with open(os.path.join(directory, "content.txt"), "w") as handle:
             handle.write(contents)
+        with open(os.path.join(directory, "saved_model.pb"), "wb") as handle:
+            handle.write(b"")
     return write
 
 
@@ -444,6 +448,125 @@ def test_existing_path_without_overwrite_raises(g2p_model, tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(FileExistsError, match="taken"):
         export_translator(model, tmp_path / "taken", overwrite=False)
+
+
+# --------------------------------------------------------------------------
+# An export never destroys what is not an export.
+# --------------------------------------------------------------------------
+
+
+def snapshot(path):
+    """Everything at `path`, to compare byte for byte: a symbolic link's
+    target name, a file's bytes, a directory's tree (names and file bytes)."""
+    if os.path.islink(path):
+        return ("link", os.readlink(path), snapshot(os.path.realpath(path)))
+    if os.path.isfile(path):
+        with open(path, "rb") as handle:
+            return ("file", handle.read())
+    tree = {}
+    for root, directories, files in os.walk(path):
+        relative = os.path.relpath(root, path)
+        tree[relative] = sorted(directories)
+        for name in files:
+            with open(os.path.join(root, name), "rb") as handle:
+                tree[os.path.join(relative, name)] = handle.read()
+    return ("directory", tree)
+
+
+def make_keras_file(model, parent):
+    path = parent / "model.keras"
+    model.save(str(path))
+    return path
+
+
+def make_text_file(model, parent):
+    path = parent / "notes.txt"
+    path.write_text("not an export\n")
+    return path
+
+
+def make_directory(model, parent):
+    path = parent / "run"
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "history.json").write_text("{}")
+    (path / "checkpoints" / "epoch1.weights.h5").write_bytes(b"\x89HDF weights")
+    return path
+
+
+def make_link_to_keras_file(model, parent):
+    target = make_keras_file(model, parent)
+    path = parent / "latest"
+    path.symlink_to(target.name)
+    return path
+
+
+NOT_EXPORTS = {
+    "keras_file": (make_keras_file, "a file (a .keras model)"),
+    "text_file": (make_text_file, "a file"),
+    "directory": (make_directory, "a non-empty directory without saved_model.pb"),
+    "link_to_keras_file": (make_link_to_keras_file, "a symbolic link to 'model.keras'"),
+}
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+@pytest.mark.parametrize("kind", list(NOT_EXPORTS))
+def test_export_never_replaces_what_is_not_an_export(g2p_model, tmp_path, kind, overwrite):
+    model, _ = g2p_model
+    make, content = NOT_EXPORTS[kind]
+    path = make(model, tmp_path)
+    before, listing = snapshot(path), sorted(os.listdir(tmp_path))
+    with pytest.raises(FileExistsError) as raised:
+        export_translator(model, path, overwrite=overwrite)
+    message = str(raised.value)
+    assert repr(str(path)) in message and content in message, message
+    assert "SavedModel directory (one holding saved_model.pb)" in message, message
+    assert "\n" not in message
+    assert snapshot(path) == before
+    assert sorted(os.listdir(tmp_path)) == listing  # no .NAME.export-* left behind
+
+
+@pytest.mark.parametrize("kind", ["keras_file", "directory"])
+def test_write_atomically_checks_again_before_the_rename(g2p_model, tmp_path, kind):
+    """Something that appears at `path` while the export is written is kept."""
+    model, _ = g2p_model
+    make, content = NOT_EXPORTS[kind]
+    path = tmp_path / {"keras_file": "model.keras", "directory": "run"}[kind]
+    appeared = {}
+
+    def write(directory):
+        write_files("new")(directory)
+        appeared["path"] = make(model, tmp_path)
+        appeared["before"] = snapshot(path)
+
+    with pytest.raises(FileExistsError, match=re.escape(content)):
+        write_atomically(str(path), write)
+    assert appeared["path"] == path and snapshot(path) == appeared["before"]
+    assert os.listdir(tmp_path) == [path.name]
+
+
+def test_export_replaces_an_empty_directory_and_an_earlier_export(g2p_model, tmp_path):
+    model, words = g2p_model
+    path = tmp_path / "export"
+    path.mkdir()
+    export_translator(model, path, method="greedy", max_length=4)
+    assert read_metadata(str(path))["max_length"] == 4
+    export_translator(model, path, method="greedy", max_length=5, overwrite=True)
+    assert read_metadata(str(path))["max_length"] == 5
+    assert os.listdir(tmp_path) == ["export"]
+    translator = tf.saved_model.load(str(path))
+    outputs = translator.signatures[SERVING_SIGNATURE](text=tf.constant(words[:1]))
+    assert outputs["translation"].shape == (1,)
+
+
+def test_a_link_to_an_export_is_replaced_and_its_target_kept(tmp_path):
+    target = tmp_path / "v1"
+    write_atomically(str(target), write_files("one"))
+    link = tmp_path / "current"
+    link.symlink_to("v1")
+    write_atomically(str(link), write_files("two"))
+    assert not os.path.islink(link) and read_content(link) == "two"
+    assert read_content(target) == "one"
+    assert sorted(os.listdir(tmp_path)) == ["current", "v1"]
 
 
 # --------------------------------------------------------------------------
