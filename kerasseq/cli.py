@@ -99,7 +99,10 @@ def _tokenizers_for(dataset, pairs):
     from kerasseq.data import TextTokenizer
 
     if dataset == "cmudict":
-        return (TextTokenizer.from_texts([s for s, _ in pairs], split="character", name="source_tokenizer"),
+        # G2P is case-insensitive: "Hello" and "HELLO" read as "hello" (the
+        # tokenizer lowercases inside the model, its exports included).
+        return (TextTokenizer.from_texts([s for s, _ in pairs], split="character", lowercase=True,
+                                         name="source_tokenizer"),
                 TextTokenizer.from_texts([t for _, t in pairs], split="whitespace", name="target_tokenizer"))
     return (TextTokenizer.from_texts([s for s, _ in pairs], split="word", lowercase=True, name="source_tokenizer"),
             TextTokenizer.from_texts([t for _, t in pairs], split="word", lowercase=True, name="target_tokenizer"))
@@ -434,12 +437,11 @@ def command_translate(args):
         def translate(texts):
             return model.translate(texts, **search)
 
-    texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    # One output line per input line: a blank text translates to "" (the rule
+    # of the Python API and of exports), so outputs stay aligned with inputs.
+    texts = args.texts or [line.rstrip("\r\n") for line in sys.stdin]
     if not texts:
         raise CLIError("no text to translate: pass texts as arguments or on standard input")
-    for text in texts:
-        if not text.strip():
-            raise CLIError(f"cannot translate an empty text: {text!r}")
     for text, translation in zip(texts, translate(texts), strict=True):
         if isinstance(translation, list):
             print(text + "\t" + " | ".join(translation))

@@ -243,20 +243,23 @@ _CPU_AUTO_JIT = True
 
 
 def check_texts(texts):
-    """Validate translation inputs: every item a non-blank `str`.
+    """Validate translation inputs: every item a `str` (blank ones are allowed).
 
     Raises:
         TypeError: an item is not a `str` (named by its index).
-        ValueError: an item is empty or whitespace only.
     """
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
-        if not text.strip():
-            raise ValueError(
-                f"texts[{index}] is empty or whitespace only: there is nothing to "
-                f"translate. Received: texts[{index}]={text!r}"
-            )
+
+
+def is_blank(text):
+    """True for a text with nothing to translate: empty or whitespace only.
+
+    "Whitespace" is what `str.strip()` removes; exports use the same set of
+    characters (`BLANK_PATTERN`), so the rule is the same everywhere.
+    """
+    return not text.strip()
 
 
 def check_source_ids(source_ids, vocab_size):
@@ -536,9 +539,14 @@ class Translator:
         Texts are sorted by token length before batching (less padding, fewer
         shapes) and returned in the input order.
 
+        Blank texts. An empty or whitespace-only text (or one that yields no
+        token) translates to `""` with score 0.0 and is never searched, as in
+        an export and in `kerasseq translate`: one blank line does not stop a
+        corpus.
+
         Args:
-            texts: a `str` or a list of `str`. Empty or whitespace-only strings
-                raise `ValueError`; unknown characters/words map to `[UNK]`.
+            texts: a `str` or a list of `str` (anything else raises
+                `TypeError`); unknown characters/words map to `[UNK]`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.
 
@@ -556,14 +564,19 @@ class Translator:
         check_texts(texts)
         source = self._python.source_tokenizer.encode(texts) if texts else None
         lengths = source.row_lengths().numpy() if texts else np.zeros([0], np.int64)
-        order = np.argsort(lengths, kind="stable")
-        translations, scores = [None] * len(texts), [None] * len(texts)
+        blank = np.array([is_blank(text) for text in texts], bool) | (lengths == 0)
+        # One rule for blank texts everywhere (API, CLI, exports): "" with score 0.0.
+        empty = [""] * self.config.returns if self.config.returns > 1 else ""
+        empty_score = [0.0] * self.config.returns if self.config.returns > 1 else 0.0
+        translations = [empty if is_empty else None for is_empty in blank]
+        scores = [empty_score if is_empty else None for is_empty in blank]
+        order = [row for row in np.argsort(lengths, kind="stable") if not blank[row]]
         progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
-        for start in range(0, len(texts), self.config.batch_size):
+        if progress is not None and blank.any():
+            progress.add(int(blank.sum()))
+        for start in range(0, len(order), self.config.batch_size):
             rows = order[start:start + self.config.batch_size]
             ids = tf.gather(source, rows).to_tensor(default_value=PAD_ID).numpy()
-            if ids.shape[1] == 0:
-                ids = np.zeros([len(rows), 1], ids.dtype)
             token_ids, batch_scores = self._run_batch(self._prepare_ids(ids))[:2]
             for row, text, score in zip(rows, self._detokenize(token_ids), batch_scores, strict=True):
                 translations[row] = text

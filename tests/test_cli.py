@@ -89,20 +89,22 @@ def test_train_writes_model_history_and_summary(trained_dir):
 
 
 def test_translate_arguments_and_stdin(trained_dir, trained_model):
-    arguments = start("translate", trained_dir, *WORDS)
+    capitals = [word.upper() for word in WORDS]  # CMUdict models are case-insensitive
+    arguments = start("translate", trained_dir, *WORDS, *capitals)
     piped = start("translate", trained_dir, "--beam", "3", "--nbest", "2", stdin=True)
     result = finish(arguments)
     assert result.returncode == 0, result.stderr[-2000:]
-    greedy = trained_model.translate(WORDS)
-    assert any(greedy), "the fixture model should produce some phonemes"
-    assert result.stdout.splitlines() == [f"{word}\t{text}"
-                                          for word, text in zip(WORDS, greedy, strict=True)]
+    default = trained_model.translate(WORDS)  # beam 4, as the CLI's default
+    assert any(default), "the fixture model should produce some phonemes"
+    assert result.stdout.splitlines() == [f"{word}\t{text}" for word, text
+                                          in zip(WORDS + capitals, default * 2, strict=True)]
     result = finish(piped, input="cat\n\ndog\n")
     assert result.returncode == 0, result.stderr[-2000:]
     nbest = trained_model.translate(WORDS, method="beam", num_beams=3, num_return=2,
                                     length_penalty=0.0)
-    assert result.stdout.splitlines() == [f"{word}\t{' | '.join(texts)}"
-                                          for word, texts in zip(WORDS, nbest, strict=True)]
+    expected = [f"{word}\t{' | '.join(texts)}" for word, texts in zip(WORDS, nbest, strict=True)]
+    # The blank line translates to "" (the one rule for blank texts): outputs stay aligned.
+    assert result.stdout.splitlines() == [expected[0], "\t | ", expected[1]]
     assert all(len(texts) == 2 for texts in nbest)
 
 

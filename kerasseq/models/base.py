@@ -189,8 +189,8 @@ class Seq2SeqModel(keras.Model):
 
         Args:
             texts: a string or a list of strings. Empty or whitespace-only
-                strings raise ValueError (there is nothing to translate).
-                Unknown characters/words map to `[UNK]`.
+                strings translate to `""` with score 0.0 (the same rule as
+                exports and the CLI). Unknown characters/words map to `[UNK]`.
             config: optional `kerasseq.SearchConfig`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.

@@ -34,7 +34,7 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
             text input needs a model built with tokenizers.
         texts_or_ids: one of
             - a `str` or a list of `str` (empty or whitespace-only strings
-              raise `ValueError`);
+              translate to `""` with score 0.0, as everywhere in kerasseq);
             - int source ids `(batch_size, source_length)`, 0 = padding, as a
               NumPy array, nested list, `tf.Tensor` or `tf.RaggedTensor`
               (e.g. `model.source_tokenizer.encode(words)`);
@@ -68,8 +68,7 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
         TypeError: `model` is not a kerasseq model, `texts_or_ids` has none of
             the types above (the message names what was received), or an
             unknown search setting.
-        ValueError: bad search settings, an infinite dataset, or
-            empty/whitespace-only strings.
+        ValueError: bad search settings or an infinite dataset.
 
     Example:
 

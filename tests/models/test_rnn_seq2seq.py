@@ -140,10 +140,12 @@ def test_keras_save_load_keeps_logits_and_decoding(trained_g2p, tmp_path):
 
 def test_translate_bad_and_odd_inputs(trained_g2p):
     model, entries = trained_g2p
-    with pytest.raises(ValueError, match=r"texts\[1\] is empty"):
-        model.translate(["cat", ""])
-    with pytest.raises(ValueError, match=r"texts\[0\] is empty or whitespace"):
-        model.translate(["   "])
+    # One rule for blank texts (API, CLI, exports): "" with score 0.0, others untouched.
+    texts, scores = model.translate(["cat", "", "\t \u3000", "cat"], return_scores=True)
+    assert texts[1:3] == ["", ""] and scores[1:3] == [0.0, 0.0]
+    assert texts[0] == texts[3] == model.translate("cat") and scores[0] < 0
+    nbest = model.translate(["   ", "cat"], num_beams=3, num_return=2)
+    assert nbest[0] == ["", ""] and len(nbest[1]) == 2
     with pytest.raises(TypeError, match=r"texts\[0\]"):
         model.translate([42])
     # Unknown characters become [UNK]: the translation is that of the [UNK] ids.

@@ -120,9 +120,13 @@ def test_bad_inputs_are_named(g2p):
     with pytest.raises(ValueError, match="infinite"):
         translate(model, tf.data.Dataset.from_tensor_slices(["cat"]).repeat())
     texts = words[:3] * 30
-    texts[70] = " "
-    with pytest.raises(ValueError, match=r"texts\[70\] is empty"):  # index in the whole input
+    texts[70] = 5
+    with pytest.raises(TypeError, match=r"texts\[70\] must be a str"):  # index in the whole input
         translate(model, texts, batch_size=64)
+    texts[70] = " "  # one blank text does not sink the batch: "" with score 0.0
+    translations, scores = translate(model, texts, batch_size=64, return_scores=True)
+    assert translations[70] == "" and scores[70] == 0.0
+    assert translations[:70] + translations[71:] == translate(model, texts[:70] + texts[71:])
     with pytest.raises(ValueError, match="batch_size"):
         translate(model, "cat", batch_size=0)
     with pytest.raises(ValueError, match="method"):
