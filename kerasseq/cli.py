@@ -13,6 +13,7 @@ Every command exits with 0 on success, 2 on bad arguments or unusable inputs
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -213,6 +214,9 @@ def train(args):
     from kerasseq.training import (
         MaskedSparseCategoricalCrossentropy,
         MaskedTokenAccuracy,
+        NonFiniteLossError,
+        StopOnNonFiniteLoss,
+        all_weights_finite,
     )
     from kerasseq.training.checkpoints import (
         AtomicBackupAndRestore,
@@ -268,6 +272,7 @@ def train(args):
     history_path = os.path.join(args.output_dir, "history.csv")
     truncate_history(history_path, completed_epochs)  # drop rows of epochs that run again
     callbacks = [
+        StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
         keras.callbacks.CSVLogger(history_path, append=True),
         AtomicModelCheckpoint(os.path.join(args.output_dir, "best.keras"), monitor="val_loss",
                               save_best_only=True,
@@ -277,9 +282,21 @@ def train(args):
     if getattr(args, "slow_batches", 0):
         callbacks.append(_slow_batches_callback(args.slow_batches))
     started = time.time()
-    history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
-                        callbacks=callbacks, verbose=args.verbose)
+    try:
+        # shuffle=False: make_dataset shuffles; Keras ignores (and warns about)
+        # `shuffle` for a tf.data.Dataset.
+        history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
+                            callbacks=callbacks, verbose=args.verbose, shuffle=False)
+    except NonFiniteLossError as error:
+        finished = backup.completed_epochs()
+        raise CLIError(
+            f"{error}. Nothing of that epoch was saved: {args.output_dir!r} keeps "
+            + (f"the {finished} finished epoch(s) (backup and history.csv)"
+               if finished else "no finished epoch")
+        ) from None
     seconds = time.time() - started
+    if not all_weights_finite(model):  # never write a model.keras full of NaN
+        raise CLIError("training ended with NaN or inf weights; model.keras was not written")
     save_model_atomically(model, os.path.join(args.output_dir, "model.keras"))
     all_epochs = read_history(history_path)
     all_epochs.pop("epoch", None)
@@ -593,6 +610,30 @@ def _fraction(text):
     return value
 
 
+def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
+    """An argparse type: a finite float within the bounds (NaN and inf refused)."""
+    low = "(" if open_minimum else "["
+    high = ")" if open_maximum else "]"
+    interval = (f"{low}{'-inf' if minimum is None else f'{minimum:g}'}, "
+                f"{'inf' if maximum is None else f'{maximum:g}'}{high}")
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {text!r}") from None
+        inside = math.isfinite(value)
+        if inside and minimum is not None:
+            inside = value > minimum if open_minimum else value >= minimum
+        if inside and maximum is not None:
+            inside = value < maximum if open_maximum else value <= maximum
+        if not inside:
+            raise argparse.ArgumentTypeError(f"expected a finite number in {interval}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--dataset", default="cmudict",
                         help="cmudict (default), tsv:PATH or tfds:NAME (e.g. tfds:ted_hrlr_translate/pt_to_en)")
@@ -610,13 +651,13 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--warmup-steps", type=_positive_int, default=None,
                         help="use the Transformer warm-up schedule (d_model^-0.5 scaling) "
                              "instead of --learning-rate")
-    parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--dropout", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
     parser.add_argument("--max-target-length", type=_positive_int, default=32)
     parser.add_argument("--epochs", type=_positive_int, default=epochs)
     parser.add_argument("--batch-size", type=_positive_int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
-    parser.add_argument("--clipnorm", type=float, default=1.0)
-    parser.add_argument("--label-smoothing", type=float, default=0.0)
+    parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3)
+    parser.add_argument("--clipnorm", type=_finite_float(0.0, open_minimum=True), default=1.0)
+    parser.add_argument("--label-smoothing", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
     parser.add_argument("--max-train-examples", type=_positive_int, default=max_train)
     parser.add_argument("--max-dev-examples", type=_positive_int, default=None)
     parser.add_argument("--evaluate-words", type=int, default=evaluate_words,
@@ -631,7 +672,7 @@ def _add_search_arguments(parser, export=False):
     parser.add_argument("--nbest", type=_positive_int, default=None,
                         help="hypotheses per text" + (" in translate_nbest (default: --beam)"
                                                       if export else " (default 1)"))
-    parser.add_argument("--length-penalty", type=float, default=None,
+    parser.add_argument("--length-penalty", type=_finite_float(0.0), default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
                         help="XLA-compile the encoder and the search (default auto: on)")
@@ -650,7 +691,8 @@ def make_parser():
                               "(all local GPUs; see docs/distributed.md)")
     # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
     # every training batch and report it on stderr, to interrupt mid-epoch.
-    train_parser.add_argument("--slow-batches", type=float, default=0.0, help=argparse.SUPPRESS)
+    train_parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
+                              help=argparse.SUPPRESS)
     train_parser.set_defaults(handler=command_train)
 
     translate_parser = commands.add_parser("translate", help="translate texts")

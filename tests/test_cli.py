@@ -215,6 +215,15 @@ ARGPARSE_ERRORS = [
      "kerasseq translate"),
     (["evaluate", "/tmp/x", "--max-unknown-rate", "2"],
      "argument --max-unknown-rate: expected a number in [0, 1], got '2'", "kerasseq evaluate"),
+    (["train", "--learning-rate", "nan", "--output-dir", "/tmp/x"],
+     "argument --learning-rate: expected a finite number in (0, inf], got 'nan'", "kerasseq train"),
+    (["train", "--clipnorm", "inf", "--output-dir", "/tmp/x"],
+     "argument --clipnorm: expected a finite number in (0, inf], got 'inf'", "kerasseq train"),
+    (["train", "--label-smoothing", "1", "--output-dir", "/tmp/x"],
+     "argument --label-smoothing: expected a finite number in [0, 1), got '1'", "kerasseq train"),
+    (["translate", "/tmp/x", "cat", "--length-penalty", "-1"],
+     "argument --length-penalty: expected a finite number in [0, inf], got '-1'",
+     "kerasseq translate"),
     (["frobnicate"], "argument command: invalid choice: 'frobnicate'", "kerasseq"),
     ([], "the following arguments are required: command", "kerasseq"),
 ]
@@ -341,3 +350,16 @@ def test_tfds_dataset_offline_with_mock_data(tmp_path, capsys):
 def test_unknown_tfds_dataset_is_one_line_error():
     result = kerasseq("train", "--dataset", "tfds:no_such_dataset_xyz", "--output-dir", "/tmp/x")
     assert "could not load" in one_line_error(result)
+
+
+def test_a_run_whose_loss_becomes_nan_stops_and_saves_nothing(tmp_path):
+    """--learning-rate 1e30 makes the loss NaN in epoch 1: exit 2, no NaN model written."""
+    output = tmp_path / "nan"
+    result = kerasseq("train", "--epochs", "3", "--learning-rate", "1e30", "--output-dir",
+                      str(output), *TINY)
+    line = one_line_error(result)
+    assert "the training loss became nan at epoch 1, batch" in line, line
+    assert "no finished epoch" in line
+    assert not (output / "model.keras").exists() and not (output / "best.keras").exists()
+    history = (output / "history.csv").read_text() if (output / "history.csv").exists() else ""
+    assert "nan" not in history.lower()

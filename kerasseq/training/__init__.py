@@ -1,8 +1,11 @@
 """Losses, metrics, schedules and callbacks for teacher-forced training."""
 
 from kerasseq.training.callbacks import (
+    NonFiniteLossError,
     ScheduledSampling,
+    StopOnNonFiniteLoss,
     TimeLimit,
+    all_weights_finite,
     teacher_forcing_probability,
 )
 from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
@@ -12,9 +15,12 @@ from kerasseq.training.schedules import TransformerSchedule, transformer_optimiz
 __all__ = [
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
+    "NonFiniteLossError",
     "ScheduledSampling",
+    "StopOnNonFiniteLoss",
     "TimeLimit",
     "TransformerSchedule",
+    "all_weights_finite",
     "teacher_forcing_probability",
     "transformer_optimizer",
 ]

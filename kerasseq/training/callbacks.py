@@ -4,6 +4,7 @@ import math
 import time
 
 import keras
+import numpy as np
 
 SCHEDULES = ("constant", "linear", "exponential", "inverse_sigmoid")
 
@@ -129,3 +130,84 @@ class TimeLimit(keras.callbacks.Callback):
         if time.monotonic() - self._started >= self.seconds:
             self.model.stop_training = True
             self.stopped_at_epoch = self._epoch
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised by `StopOnNonFiniteLoss` when training produced NaN or inf.
+
+    Attributes:
+        epoch: 1-based epoch in which it happened.
+        batch: 1-based batch of that epoch, or None when it was found at the
+            end of the epoch (in the weights or the validation loss).
+        value: the non-finite value, or None for non-finite weights.
+    """
+
+    def __init__(self, message, epoch, batch=None, value=None):
+        super().__init__(message)
+        self.epoch, self.batch, self.value = epoch, batch, value
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Stops `fit` at the first non-finite loss, before anything is saved.
+
+    Keras' `TerminateOnNaN` only sets `stop_training`: the epoch still ends,
+    so `on_epoch_end` callbacks (`CSVLogger`, `ModelCheckpoint`,
+    `BackupAndRestore`) record the broken epoch and its NaN weights. This
+    callback raises `NonFiniteLossError` instead, at the end of the batch whose
+    training loss is NaN or inf, and at the end of an epoch whose weights or
+    validation loss are not finite (an update of the last batch can break the
+    weights while the loss it reported was still finite). Put it FIRST in the
+    callback list: the callbacks after it never see the broken epoch, so the
+    last checkpoint, backup and history row are those of the last finite
+    epoch.
+
+    Example:
+
+    >>> try:                                                    # doctest: +SKIP
+    ...     model.fit(data, epochs=10, callbacks=[StopOnNonFiniteLoss(), backup])
+    ... except NonFiniteLossError as error:
+    ...     print(error.epoch, error.batch)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not np.isfinite(float(np.asarray(loss))):
+            value = float(np.asarray(loss))
+            raise NonFiniteLossError(
+                f"the training loss became {value} at epoch {self._epoch + 1}, batch "
+                f"{batch + 1}; training stopped before that epoch was recorded (lower the "
+                "learning rate or clip the gradients)",
+                epoch=self._epoch + 1, batch=batch + 1, value=value,
+            )
+
+    def on_epoch_end(self, epoch, logs=None):
+        for name in ("loss", "val_loss"):
+            value = (logs or {}).get(name)
+            if value is not None and not np.isfinite(float(np.asarray(value))):
+                raise NonFiniteLossError(
+                    f"the {name} of epoch {epoch + 1} is {float(np.asarray(value))}; training "
+                    "stopped before that epoch was recorded",
+                    epoch=epoch + 1, value=float(np.asarray(value)),
+                )
+        if not all_weights_finite(self.model):
+            raise NonFiniteLossError(
+                f"the weights hold NaN or inf after epoch {epoch + 1}; training stopped "
+                "before that epoch was recorded (lower the learning rate or clip the "
+                "gradients)", epoch=epoch + 1,
+            )
+
+
+def all_weights_finite(model):
+    """True when every weight of `model` is finite (no NaN, no inf)."""
+    return all(
+        np.all(np.isfinite(keras.ops.convert_to_numpy(weight)))
+        for weight in model.weights
+        if np.issubdtype(np.dtype(weight.dtype), np.floating)
+    )

@@ -7,7 +7,10 @@ import pytest
 from kerasseq.models import build_rnn_seq2seq
 from kerasseq.training import (
     MaskedSparseCategoricalCrossentropy,
+    NonFiniteLossError,
     ScheduledSampling,
+    StopOnNonFiniteLoss,
+    all_weights_finite,
     teacher_forcing_probability,
 )
 
@@ -93,3 +96,47 @@ def test_time_limit_stops_fit_early():
     assert len(history.history["loss"]) == 1 and limit.stopped_at_epoch == 0
     with pytest.raises(ValueError, match="seconds"):
         TimeLimit(0)
+
+
+def _regression(num_rows=40):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.default_rng(0).normal(size=(num_rows, 4)).astype("float32")
+    return model, x, x.sum(axis=1, keepdims=True)
+
+
+def test_stop_on_non_finite_loss_raises_before_the_epoch_is_recorded(tmp_path):
+    model, x, y = _regression()
+    x[19, 0] = np.nan  # batch 3 of every epoch (batches of 8 rows)
+    history = tmp_path / "history.csv"
+    recorded = []
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: recorded.append(epoch))
+    with pytest.raises(NonFiniteLossError, match="became nan at epoch 1, batch 3") as raised:
+        model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                  callbacks=[StopOnNonFiniteLoss(), keras.callbacks.CSVLogger(str(history)),
+                             record])
+    assert (raised.value.epoch, raised.value.batch) == (1, 3) and np.isnan(raised.value.value)
+    assert recorded == []  # the callbacks after it never saw the broken epoch
+    assert not history.exists() or "nan" not in history.read_text()
+    # Keras' TerminateOnNaN, for contrast, lets the epoch end and be recorded.
+    model, x, y = _regression()
+    x[19, 0] = np.nan
+    model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+              callbacks=[keras.callbacks.TerminateOnNaN(), record])
+    assert recorded == [0]
+
+
+def test_stop_on_non_finite_loss_checks_weights_and_validation_at_epoch_end():
+    model, x, y = _regression()
+    callback = StopOnNonFiniteLoss()
+    callback.set_model(model)
+    callback.on_epoch_end(0, {"loss": 0.5, "val_loss": 0.7})  # finite: nothing happens
+    with pytest.raises(NonFiniteLossError, match="val_loss of epoch 2 is inf"):
+        callback.on_epoch_end(1, {"loss": 0.5, "val_loss": float("inf")})
+    assert all_weights_finite(model)
+    kernel = model.layers[0].kernel
+    kernel.assign(np.full(kernel.shape, np.nan, "float32"))
+    assert not all_weights_finite(model)
+    with pytest.raises(NonFiniteLossError, match="weights hold NaN or inf after epoch 1"):
+        callback.on_epoch_end(0, {"loss": 0.5})
