@@ -201,10 +201,13 @@ def _slow_batches_callback(seconds):
 
 
 def train(args):
-    """Train, or resume the interrupted run in `args.output_dir` (same command).
+    """Train, resume the interrupted run in `args.output_dir`, or continue a finished one.
 
+    A rerun of the same command resumes an interrupted run; on a finished run
+    it does nothing (and returns the saved model) unless `--epochs` is larger,
+    in which case it continues from the backup; `--overwrite` starts over.
     `output_dir/backup` holds the weights and optimizer state of the last
-    finished epoch until the run completes; `tokenizers.json` the vocabularies
+    finished epoch (kept after the run completes); `tokenizers.json` the vocabularies
     the backup was trained with; `history.csv` one row per finished epoch;
     `best.keras` the model of the best `val_loss` so far.
     """
@@ -229,13 +232,25 @@ def train(args):
     from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
 
     keras.utils.set_random_seed(args.seed)
-    train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples)
-    dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples)
-    os.makedirs(args.output_dir, exist_ok=True)
-    # Written after every epoch (after the history row), removed once model.keras
-    # and summary.json exist: a rerun of an interrupted command resumes from it.
+    _make_output_dir(args.output_dir)
+    if getattr(args, "overwrite", False):
+        _clear_run(args.output_dir)
+    # Written after every epoch (after the history row) and kept once the run is
+    # complete: a rerun of an interrupted command resumes from it, and a rerun
+    # with a larger --epochs continues from it (weights and optimizer state).
     backup = AtomicBackupAndRestore(os.path.join(args.output_dir, "backup"), delete_checkpoint=False)
     completed_epochs = backup.completed_epochs()
+    model_path = os.path.join(args.output_dir, "model.keras")
+    if os.path.exists(model_path) and os.path.exists(os.path.join(args.output_dir, "summary.json")):
+        if completed_epochs == 0:
+            raise CLIError(f"{args.output_dir!r} holds a finished run without the backup/ needed to "
+                           "continue it; pass --overwrite to start over, or use a new --output-dir")
+        if args.epochs <= completed_epochs:
+            print(f"{args.output_dir}: the run is complete ({completed_epochs} epochs); nothing to "
+                  "do (a larger --epochs continues it, --overwrite starts over)")
+            return load_model(model_path)
+    train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples)
+    dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples)
     tokenizers_path = os.path.join(args.output_dir, "tokenizers.json")
     source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
     if completed_epochs and os.path.exists(tokenizers_path):
@@ -314,8 +329,29 @@ def train(args):
               f"PER {summary['dev']['per']:.2%}")
     write_text_atomically(os.path.join(args.output_dir, "summary.json"),
                           json.dumps(summary, indent=2, default=float))
-    shutil.rmtree(backup.backup_dir, ignore_errors=True)  # the run is complete
-    return model
+    return model  # backup/ stays: a rerun with a larger --epochs continues from it
+
+
+RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
+
+
+def _make_output_dir(path):
+    """Create `--output-dir`, or say in one line why it cannot be one."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise CLIError(f"--output-dir {path!r} exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise CLIError(f"cannot create --output-dir {path!r}: {error.strerror or error}") from None
+
+
+def _clear_run(output_dir):
+    """`--overwrite`: remove this run's own files (nothing else in the directory)."""
+    for name in RUN_FILES:
+        path = os.path.join(output_dir, name)
+        if os.path.isfile(path) or os.path.islink(path):
+            os.remove(path)
+    shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
 
 
 def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):
@@ -329,7 +365,7 @@ def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):
 # ----------------------------------------------------------------- commands
 def command_train(args):
     train(args)
-    print(f"saved {os.path.join(args.output_dir, 'model.keras')}")
+    print(f"model: {os.path.join(args.output_dir, 'model.keras')}")
 
 
 def _search_kwargs(args):
@@ -686,6 +722,11 @@ def make_parser():
     train_parser = commands.add_parser("train", help="train a model")
     _add_model_arguments(train_parser, epochs=10, max_train=None, evaluate_words=2000)
     train_parser.add_argument("--output-dir", required=True)
+    train_parser.add_argument("--overwrite", action="store_true",
+                              help="start over: delete this run's model, backup, history and "
+                              "summary in --output-dir first (by default a rerun resumes an "
+                              "interrupted run, continues a finished one with a larger "
+                              "--epochs, or does nothing)")
     train_parser.add_argument("--strategy", default="default", choices=["default", "mirrored"],
                               help="tf.distribute strategy: default (one device) or mirrored "
                               "(all local GPUs; see docs/distributed.md)")

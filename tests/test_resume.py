@@ -29,6 +29,10 @@ def _command(output_dir):
             "--output-dir", output_dir, *TINY]
 
 
+def history_path(output_dir):
+    return os.path.join(output_dir, "history.csv")
+
+
 def _env():
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
@@ -97,8 +101,32 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
         summary = json.load(handle)
     assert summary["initial_epoch"] == 2 and summary["epochs_run"] == 2
     assert len(summary["history"]["loss"]) == 4 and len(summary["history"]["val_loss"]) == 4
-    assert not os.path.exists(os.path.join(output, "backup"))  # removed once the run is complete
     assert not any(".tmp-" in name for name in os.listdir(output))
+    with open(os.path.join(output, "backup", "training_metadata.json")) as handle:
+        assert json.load(handle)["epoch"] == 4  # kept: a longer run continues from it
+
+    # The same command on the finished run: nothing happens, nothing is touched.
+    model_path = os.path.join(output, "model.keras")
+    model_bytes, history_text = open(model_path, "rb").read(), open(history_path(output)).read()
+    again = subprocess.run(_command(output), capture_output=True, text=True, timeout=150,
+                           env=_env())
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "the run is complete (4 epochs); nothing to do" in again.stdout
+    assert _debug_epochs(again.stderr) == []
+    assert open(model_path, "rb").read() == model_bytes
+    assert open(history_path(output)).read() == history_text
+
+    # A larger --epochs continues from the finished model and optimizer state.
+    longer = subprocess.run([*_command(output), "--epochs", "5"],
+                            capture_output=True, text=True, timeout=150, env=_env())
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    assert _debug_epochs(longer.stderr) == [4]  # only the new epoch runs
+    assert _epochs(history_path(output)) == [0, 1, 2, 3, 4]
+    assert open(history_path(output)).read().startswith(history_text)  # appended
+    with open(os.path.join(output, "summary.json")) as handle:
+        summary = json.load(handle)
+    assert summary["initial_epoch"] == 4 and summary["epochs_run"] == 1
+    assert len(summary["history"]["loss"]) == 5
 
     from kerasseq.cli import _tokenizers_for, load_model, load_pairs
 
@@ -140,3 +168,22 @@ def test_slow_batches_is_hidden_and_strategy_documented():
     assert "--strategy" in text and "--slow-batches" not in text
     args = make_parser().parse_args(["train", "--output-dir", "/tmp/x"])
     assert args.strategy == "default" and args.slow_batches == 0.0
+
+
+def test_overwrite_starts_over_and_bad_output_dirs_are_one_line_errors(tmp_path):
+    from kerasseq.cli import CLIError, _clear_run, _make_output_dir
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json",
+                 "notes.txt"):
+        (run / name).write_text("x")
+    (run / "backup").mkdir()
+    (run / "backup" / "training_metadata.json").write_text("{}")
+    _clear_run(str(run))
+    assert sorted(os.listdir(run)) == ["notes.txt"]  # only the run's own files go
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    with pytest.raises(CLIError, match="exists and is not a directory"):
+        _make_output_dir(str(a_file))
+    assert a_file.read_text() == "keep me"
