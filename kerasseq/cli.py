@@ -11,33 +11,31 @@ Every command exits with 0 on success, 2 on bad arguments or unusable inputs
 (a one-line message on stderr), 1 on other failures.
 """
 
-import argparse
 import json
-import math
 import os
 import shutil
 import sys
 import time
 
-
-class CLIError(Exception):
-    """A user error: printed as one line, exit code 2."""
-
-
-def _first_line(error):
-    """The first non-blank line of an exception's message (or its type name)."""
-    for line in str(error).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
+from kerasseq_cli import (  # noqa: F401  (the parser lives outside the package: fast --help)
+    CLIError,
+    _finite_float,
+    _first_line,
+    _fraction,
+    _positive_int,
+    main,
+    make_parser,
+)
 
 
 # --------------------------------------------------------------------- data
-def load_pairs(dataset, split, limit=None):
+def load_pairs(dataset, split, limit=None, on_bad_line="error"):
     """`(pairs, references)` for a dataset spec: "cmudict" or "tsv:PATH".
 
     `pairs` are (source, target) training pairs; `references` maps each
     distinct source to all its acceptable targets (for evaluation).
+    `on_bad_line` ("error" or "skip") is for TSV lines with too few columns
+    or invalid UTF-8 (`--on-bad-line`).
     """
     from kerasseq.data import entries_to_pairs, load_cmudict, load_tsv_pairs
 
@@ -48,7 +46,7 @@ def load_pairs(dataset, split, limit=None):
         path = dataset[4:]
         if not os.path.exists(path):
             raise CLIError(f"--dataset {dataset}: no such file: {path}")
-        pairs = load_tsv_pairs(path)
+        pairs = load_tsv_pairs(path, on_bad_line=on_bad_line)
         pairs = _spread_sample(_split_tsv(pairs, split), limit)
         references = {}
         for source, target in pairs:
@@ -249,8 +247,10 @@ def train(args):
             print(f"{args.output_dir}: the run is complete ({completed_epochs} epochs); nothing to "
                   "do (a larger --epochs continues it, --overwrite starts over)")
             return load_model(model_path)
-    train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples)
-    dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples)
+    on_bad_line = getattr(args, "on_bad_line", "error")
+    train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples, on_bad_line)
+    dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples,
+                                           on_bad_line)
     tokenizers_path = os.path.join(args.output_dir, "tokenizers.json")
     source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
     if completed_epochs and os.path.exists(tokenizers_path):
@@ -504,7 +504,8 @@ def command_translate(args):
 
 def command_evaluate(args):
     model = load_model(args.model_dir)
-    _, references = load_pairs(args.dataset, args.split, args.limit)
+    _, references = load_pairs(args.dataset, args.split, args.limit,
+                               getattr(args, "on_bad_line", "error"))
     sources = list(references)
     check_vocabulary_match(model, sources, args)
     search = _search_kwargs(args)
@@ -597,196 +598,6 @@ def command_demo(args):
     print(f"model saved to {os.path.join(args.output_dir, 'model.keras')}; try:\n"
           f"  .venv/bin/kerasseq translate {args.output_dir} tensorflow --beam 4")
     keras.backend.clear_session()
-
-
-# ------------------------------------------------------------------- parser
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse with a one-line error instead of the usage block.
-
-    `error()` prints `kerasseq: error: MESSAGE (see kerasseq COMMAND --help)`
-    on stderr and exits with 2. Subcommand parsers are of the same class
-    (`add_subparsers(parser_class=...)`), and unrecognized arguments are
-    reported by the parser of the command they were given to.
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.command_parsers = {}  # filled by make_parser: {name: subparser}
-
-    def error(self, message):
-        message = " ".join(line.strip() for line in message.splitlines())
-        self.exit(2, f"kerasseq: error: {message} (see {self.prog} --help)\n")
-
-    def parse_args(self, args=None, namespace=None):
-        namespace, extras = self.parse_known_args(args, namespace)
-        if extras:
-            command = getattr(namespace, "command", None)
-            self.command_parsers.get(command, self).error(
-                f"unrecognized arguments: {' '.join(extras)}")
-        return namespace
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _fraction(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return value
-
-
-def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
-    """An argparse type: a finite float within the bounds (NaN and inf refused)."""
-    low = "(" if open_minimum else "["
-    high = ")" if open_maximum else "]"
-    interval = (f"{low}{'-inf' if minimum is None else f'{minimum:g}'}, "
-                f"{'inf' if maximum is None else f'{maximum:g}'}{high}")
-
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {text!r}") from None
-        inside = math.isfinite(value)
-        if inside and minimum is not None:
-            inside = value > minimum if open_minimum else value >= minimum
-        if inside and maximum is not None:
-            inside = value < maximum if open_maximum else value <= maximum
-        if not inside:
-            raise argparse.ArgumentTypeError(f"expected a finite number in {interval}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _add_model_arguments(parser, epochs, max_train, evaluate_words):
-    parser.add_argument("--dataset", default="cmudict",
-                        help="cmudict (default), tsv:PATH or tfds:NAME (e.g. tfds:ted_hrlr_translate/pt_to_en)")
-    parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"])
-    parser.add_argument("--attention", default="bahdanau",
-                        choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"])
-    parser.add_argument("--embedding-dim", type=_positive_int, default=64)
-    parser.add_argument("--units", type=_positive_int, default=128)
-    parser.add_argument("--encoder-layers", type=_positive_int, default=1)
-    parser.add_argument("--num-layers", type=_positive_int, default=2,
-                        help="transformer: encoder and decoder blocks")
-    parser.add_argument("--d-model", type=_positive_int, default=128, help="transformer: model width")
-    parser.add_argument("--num-heads", type=_positive_int, default=4, help="transformer: attention heads")
-    parser.add_argument("--dff", type=_positive_int, default=512, help="transformer: feed-forward width")
-    parser.add_argument("--warmup-steps", type=_positive_int, default=None,
-                        help="use the Transformer warm-up schedule (d_model^-0.5 scaling) "
-                             "instead of --learning-rate")
-    parser.add_argument("--dropout", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
-    parser.add_argument("--max-target-length", type=_positive_int, default=32)
-    parser.add_argument("--epochs", type=_positive_int, default=epochs)
-    parser.add_argument("--batch-size", type=_positive_int, default=64)
-    parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3)
-    parser.add_argument("--clipnorm", type=_finite_float(0.0, open_minimum=True), default=1.0)
-    parser.add_argument("--label-smoothing", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
-    parser.add_argument("--max-train-examples", type=_positive_int, default=max_train)
-    parser.add_argument("--max-dev-examples", type=_positive_int, default=None)
-    parser.add_argument("--evaluate-words", type=int, default=evaluate_words,
-                        help="dev words decoded for WER/PER after training (0 = none)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
-
-
-def _add_search_arguments(parser, export=False):
-    parser.add_argument("--beam", type=_positive_int, default=None,
-                        help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
-    parser.add_argument("--nbest", type=_positive_int, default=None,
-                        help="hypotheses per text" + (" in translate_nbest (default: --beam)"
-                                                      if export else " (default 1)"))
-    parser.add_argument("--length-penalty", type=_finite_float(0.0), default=None,
-                        help="GNMT length penalty alpha >= 0 (default 0)")
-    parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
-                        help="XLA-compile the encoder and the search (default auto: on)")
-
-
-def make_parser():
-    parser = OneLineErrorParser(prog="kerasseq", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
-    parser.command_parsers = commands.choices
-
-    train_parser = commands.add_parser("train", help="train a model")
-    _add_model_arguments(train_parser, epochs=10, max_train=None, evaluate_words=2000)
-    train_parser.add_argument("--output-dir", required=True)
-    train_parser.add_argument("--overwrite", action="store_true",
-                              help="start over: delete this run's model, backup, history and "
-                              "summary in --output-dir first (by default a rerun resumes an "
-                              "interrupted run, continues a finished one with a larger "
-                              "--epochs, or does nothing)")
-    train_parser.add_argument("--strategy", default="default", choices=["default", "mirrored"],
-                              help="tf.distribute strategy: default (one device) or mirrored "
-                              "(all local GPUs; see docs/distributed.md)")
-    # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
-    # every training batch and report it on stderr, to interrupt mid-epoch.
-    train_parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
-                              help=argparse.SUPPRESS)
-    train_parser.set_defaults(handler=command_train)
-
-    translate_parser = commands.add_parser("translate", help="translate texts")
-    translate_parser.add_argument("model_dir")
-    translate_parser.add_argument("texts", nargs="*")
-    _add_search_arguments(translate_parser)
-    translate_parser.set_defaults(handler=command_translate)
-
-    evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")
-    evaluate_parser.add_argument("model_dir")
-    evaluate_parser.add_argument("--dataset", default="cmudict")
-    evaluate_parser.add_argument("--split", default="dev", choices=["train", "dev", "test"])
-    evaluate_parser.add_argument("--limit", type=_positive_int, default=None)
-    evaluate_parser.add_argument("--max-unknown-rate", type=_fraction, default=0.5,
-                                 help="largest fraction of source tokens outside the model's "
-                                 "vocabulary (default 0.5); above it the dataset is refused")
-    _add_search_arguments(evaluate_parser)
-    evaluate_parser.set_defaults(handler=command_evaluate)
-
-    export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
-    export_parser.add_argument("model_dir")
-    export_parser.add_argument("export_dir")
-    _add_search_arguments(export_parser, export=True)
-    export_parser.add_argument("--max-length", type=_positive_int, default=None,
-                               help="most target tokens (default: the model's max_target_length)")
-    export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
-                               help="source tokens kept per text (default: tokenizer max_length or 256)")
-    export_parser.add_argument("--overwrite", action="store_true",
-                               help="replace an existing export (a SavedModel directory) or "
-                                    "empty directory at EXPORT_DIR; nothing else is replaced")
-    export_parser.set_defaults(handler=command_export)
-
-    demo_parser = commands.add_parser("demo", help="train a small G2P model and translate")
-    _add_model_arguments(demo_parser, epochs=5, max_train=10000, evaluate_words=500)
-    demo_parser.add_argument("--output-dir", default="runs/demo")
-    demo_parser.set_defaults(handler=command_demo)
-    return parser
-
-
-def main(argv=None):
-    args = make_parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import kerasseq  # noqa: F401  (backend check)
-
-        args.handler(args)
-    except CLIError as error:
-        print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except (ValueError, FileNotFoundError) as error:
-        print(f"kerasseq {args.command}: error: {_first_line(error)}", file=sys.stderr)
-        return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -363,3 +363,47 @@ def test_a_run_whose_loss_becomes_nan_stops_and_saves_nothing(tmp_path):
     assert not (output / "model.keras").exists() and not (output / "best.keras").exists()
     history = (output / "history.csv").read_text() if (output / "history.csv").exists() else ""
     assert "nan" not in history.lower()
+
+
+def test_help_answers_without_tensorflow():
+    """`kerasseq --help` and every command's --help: no TensorFlow import, well under 1 s."""
+    code = ("import sys, kerasseq_cli\n"
+            "for argv in ([], ['train'], ['translate'], ['evaluate'], ['export'], ['demo']):\n"
+            "    try:\n"
+            "        kerasseq_cli.main(argv + ['--help'])\n"
+            "    except SystemExit as done:\n"
+            "        assert done.code == 0, argv\n"
+            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+            "print('ok')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr
+
+
+def test_translate_prints_translations_and_nothing_else(trained_dir):
+    """Without TF_CPP_MIN_LOG_LEVEL the CLI silences TensorFlow's native start-up lines."""
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-m", "kerasseq_cli", "translate", trained_dir,
+                             *WORDS, "--beam", "1"], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr == ""
+    assert [line.split("\t")[0] for line in result.stdout.splitlines()] == WORDS
+
+
+def test_tsv_with_invalid_utf8_is_a_one_line_error_or_skipped(tmp_path):
+    from kerasseq.cli import load_pairs
+
+    path = tmp_path / "pairs.tsv"
+    lines = [f"word{i}\tmot{i}\n".encode() for i in range(30)]
+    lines[7] = "caf\xe9\tcafe\n".encode("latin-1")
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(ValueError, match="pairs.tsv, line 8: not valid UTF-8"):
+        load_pairs(f"tsv:{path}", "train")
+    pairs, _ = load_pairs(f"tsv:{path}", "train", on_bad_line="skip")
+    assert all("caf" not in source for source, _ in pairs)
+    from kerasseq_cli import make_parser
+
+    args = make_parser().parse_args(["train", "--output-dir", "/tmp/x", "--on-bad-line", "skip"])
+    assert args.on_bad_line == "skip"
+    assert make_parser().parse_args(["evaluate", "/tmp/x"]).on_bad_line == "error"

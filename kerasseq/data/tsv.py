@@ -29,9 +29,9 @@ def load_tsv_pairs(
         max_pairs: optional int >= 1; stop after this many pairs (the first
             ones in the file).
         skip_header: bool, ignore the first line of the file.
-        on_bad_line: what to do with a line that has too few columns:
-            `"error"` raises a `ValueError` naming the file and the line
-            number, `"skip"` ignores the line.
+        on_bad_line: what to do with a line that has too few columns or is
+            not valid UTF-8: `"error"` raises a `ValueError` naming the file
+            and the line number, `"skip"` ignores the line.
 
     Returns:
         list of `(source_text, target_text)` str tuples, in file order.
@@ -68,10 +68,20 @@ def load_tsv_pairs(
 
     needed_columns = max(source_column, target_column) + 1
     pairs = []
-    with open(path, encoding="utf-8") as file:
-        for line_number, line in enumerate(file, start=1):
+    with open(path, "rb") as file:
+        for line_number, raw_line in enumerate(file, start=1):
             if skip_header and line_number == 1:
                 continue
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if on_bad_line == "skip":
+                    continue
+                raise ValueError(
+                    f"{path}, line {line_number}: not valid UTF-8 (byte "
+                    f"{raw_line[error.start]:#04x} at column {error.start + 1}). Re-encode the "
+                    "file as UTF-8, or pass on_bad_line='skip' to ignore such lines."
+                ) from None
             if not line.strip():
                 continue
             fields = line.rstrip("\r\n").split("\t")

@@ -50,3 +50,11 @@ def test_missing_file(tmp_path):
     missing = tmp_path / "nope.tsv"
     with pytest.raises(FileNotFoundError, match="nope.tsv"):
         load_tsv_pairs(missing)
+
+
+def test_invalid_utf8_names_the_file_and_line(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("a\tb\n".encode() + "caf\xe9\tcoffee\n".encode("latin-1") + b"c\td\n")
+    with pytest.raises(ValueError, match=r"latin1.tsv, line 2: not valid UTF-8 \(byte 0xe9 at column 4\)"):
+        load_tsv_pairs(path)
+    assert load_tsv_pairs(path, on_bad_line="skip") == [("a", "b"), ("c", "d")]

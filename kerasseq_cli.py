@@ -1,0 +1,273 @@
+"""The `kerasseq` console script: argument parsing without TensorFlow.
+
+`kerasseq --help`, `kerasseq COMMAND --help` and argument errors are answered
+here, before anything heavy is imported (this module lives outside the
+`kerasseq` package, whose `__init__` imports TensorFlow and Keras). Only a
+command that runs imports `kerasseq.cli`, where the commands live. The
+command line silences TensorFlow's native logging (`TF_CPP_MIN_LOG_LEVEL=3`
+and, for the lines TensorFlow 2.21 prints regardless, `quiet_native_logs`)
+unless the user set `TF_CPP_MIN_LOG_LEVEL`, so `kerasseq translate` prints
+the translations and nothing else.
+
+Every command exits with 0 on success, 2 on bad arguments or unusable inputs
+(a one-line message on stderr), 1 on other failures.
+"""
+
+import argparse
+import contextlib
+import importlib
+import math
+import os
+import sys
+
+
+class CLIError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def _first_line(error):
+    """The first non-blank line of an exception's message (or its type name)."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
+# ------------------------------------------------------------------- parser
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse with a one-line error instead of the usage block.
+
+    `error()` prints `kerasseq: error: MESSAGE (see kerasseq COMMAND --help)`
+    on stderr and exits with 2. Subcommand parsers are of the same class
+    (`add_subparsers(parser_class=...)`), and unrecognized arguments are
+    reported by the parser of the command they were given to.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.command_parsers = {}  # filled by make_parser: {name: subparser}
+
+    def error(self, message):
+        message = " ".join(line.strip() for line in message.splitlines())
+        self.exit(2, f"kerasseq: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(namespace, "command", None)
+            self.command_parsers.get(command, self).error(
+                f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
+    """An argparse type: a finite float within the bounds (NaN and inf refused)."""
+    low = "(" if open_minimum else "["
+    high = ")" if open_maximum else "]"
+    interval = (f"{low}{'-inf' if minimum is None else f'{minimum:g}'}, "
+                f"{'inf' if maximum is None else f'{maximum:g}'}{high}")
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number in {interval}, got {text!r}") from None
+        inside = math.isfinite(value)
+        if inside and minimum is not None:
+            inside = value > minimum if open_minimum else value >= minimum
+        if inside and maximum is not None:
+            inside = value < maximum if open_maximum else value <= maximum
+        if not inside:
+            raise argparse.ArgumentTypeError(f"expected a finite number in {interval}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _add_on_bad_line(parser):
+    parser.add_argument("--on-bad-line", choices=["error", "skip"], default="error",
+                        help="a tsv:PATH line with too few columns or invalid UTF-8: stop with "
+                        "the file and line number (error, default) or skip it")
+
+
+def _add_model_arguments(parser, epochs, max_train, evaluate_words):
+    parser.add_argument("--dataset", default="cmudict",
+                        help="cmudict (default), tsv:PATH or tfds:NAME (e.g. tfds:ted_hrlr_translate/pt_to_en)")
+    _add_on_bad_line(parser)
+    parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"])
+    parser.add_argument("--attention", default="bahdanau",
+                        choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"])
+    parser.add_argument("--embedding-dim", type=_positive_int, default=64)
+    parser.add_argument("--units", type=_positive_int, default=128)
+    parser.add_argument("--encoder-layers", type=_positive_int, default=1)
+    parser.add_argument("--num-layers", type=_positive_int, default=2,
+                        help="transformer: encoder and decoder blocks")
+    parser.add_argument("--d-model", type=_positive_int, default=128, help="transformer: model width")
+    parser.add_argument("--num-heads", type=_positive_int, default=4, help="transformer: attention heads")
+    parser.add_argument("--dff", type=_positive_int, default=512, help="transformer: feed-forward width")
+    parser.add_argument("--warmup-steps", type=_positive_int, default=None,
+                        help="use the Transformer warm-up schedule (d_model^-0.5 scaling) "
+                             "instead of --learning-rate")
+    parser.add_argument("--dropout", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
+    parser.add_argument("--max-target-length", type=_positive_int, default=32)
+    parser.add_argument("--epochs", type=_positive_int, default=epochs)
+    parser.add_argument("--batch-size", type=_positive_int, default=64)
+    parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3)
+    parser.add_argument("--clipnorm", type=_finite_float(0.0, open_minimum=True), default=1.0)
+    parser.add_argument("--label-smoothing", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
+    parser.add_argument("--max-train-examples", type=_positive_int, default=max_train)
+    parser.add_argument("--max-dev-examples", type=_positive_int, default=None)
+    parser.add_argument("--evaluate-words", type=int, default=evaluate_words,
+                        help="dev words decoded for WER/PER after training (0 = none)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
+
+
+def _add_search_arguments(parser, export=False):
+    parser.add_argument("--beam", type=_positive_int, default=None,
+                        help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
+    parser.add_argument("--nbest", type=_positive_int, default=None,
+                        help="hypotheses per text" + (" in translate_nbest (default: --beam)"
+                                                      if export else " (default 1)"))
+    parser.add_argument("--length-penalty", type=_finite_float(0.0), default=None,
+                        help="GNMT length penalty alpha >= 0 (default 0)")
+    parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
+                        help="XLA-compile the encoder and the search (default auto: on)")
+
+
+def make_parser():
+    parser = OneLineErrorParser(
+        prog="kerasseq", description="kerasseq: train, translate, evaluate, export, demo.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+    parser.command_parsers = commands.choices
+
+    train_parser = commands.add_parser("train", help="train a model")
+    _add_model_arguments(train_parser, epochs=10, max_train=None, evaluate_words=2000)
+    train_parser.add_argument("--output-dir", required=True)
+    train_parser.add_argument("--overwrite", action="store_true",
+                              help="start over: delete this run's model, backup, history and "
+                              "summary in --output-dir first (by default a rerun resumes an "
+                              "interrupted run, continues a finished one with a larger "
+                              "--epochs, or does nothing)")
+    train_parser.add_argument("--strategy", default="default", choices=["default", "mirrored"],
+                              help="tf.distribute strategy: default (one device) or mirrored "
+                              "(all local GPUs; see docs/distributed.md)")
+    # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
+    # every training batch and report it on stderr, to interrupt mid-epoch.
+    train_parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
+                              help=argparse.SUPPRESS)
+    train_parser.set_defaults(handler="command_train")
+
+    translate_parser = commands.add_parser("translate", help="translate texts")
+    translate_parser.add_argument("model_dir")
+    translate_parser.add_argument("texts", nargs="*")
+    _add_search_arguments(translate_parser)
+    translate_parser.set_defaults(handler="command_translate")
+
+    evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")
+    evaluate_parser.add_argument("model_dir")
+    evaluate_parser.add_argument("--dataset", default="cmudict")
+    _add_on_bad_line(evaluate_parser)
+    evaluate_parser.add_argument("--split", default="dev", choices=["train", "dev", "test"])
+    evaluate_parser.add_argument("--limit", type=_positive_int, default=None)
+    evaluate_parser.add_argument("--max-unknown-rate", type=_fraction, default=0.5,
+                                 help="largest fraction of source tokens outside the model's "
+                                 "vocabulary (default 0.5); above it the dataset is refused")
+    _add_search_arguments(evaluate_parser)
+    evaluate_parser.set_defaults(handler="command_evaluate")
+
+    export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
+    export_parser.add_argument("model_dir")
+    export_parser.add_argument("export_dir")
+    _add_search_arguments(export_parser, export=True)
+    export_parser.add_argument("--max-length", type=_positive_int, default=None,
+                               help="most target tokens (default: the model's max_target_length)")
+    export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
+                               help="source tokens kept per text (default: tokenizer max_length or 256)")
+    export_parser.add_argument("--overwrite", action="store_true",
+                               help="replace an existing export (a SavedModel directory) or "
+                                    "empty directory at EXPORT_DIR; nothing else is replaced")
+    export_parser.set_defaults(handler="command_export")
+
+    demo_parser = commands.add_parser("demo", help="train a small G2P model and translate")
+    _add_model_arguments(demo_parser, epochs=5, max_train=10000, evaluate_words=500)
+    demo_parser.add_argument("--output-dir", default="runs/demo")
+    demo_parser.set_defaults(handler="command_demo")
+    return parser
+
+
+@contextlib.contextmanager
+def quiet_native_logs():
+    """Drop what native code writes to file descriptor 2; keep Python's `sys.stderr`.
+
+    TensorFlow 2.21 writes its start-up lines (oneDNN, CUDA probing, absl's
+    "All log messages before absl::InitializeLog()") straight to descriptor 2,
+    whatever `TF_CPP_MIN_LOG_LEVEL` says. For the duration of a command,
+    descriptor 2 points to /dev/null and `sys.stderr` to a copy of the real
+    stderr, so errors, warnings and progress from Python still show. Used
+    only when the user did not set `TF_CPP_MIN_LOG_LEVEL` (set it, e.g. to 0,
+    to see TensorFlow's logs). Restored on exit.
+    """
+    try:
+        sys.stderr.flush()
+        saved_fd = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real descriptor 2
+        yield
+        return
+    saved_stream = sys.stderr
+    python_stderr = os.fdopen(os.dup(saved_fd), "w", buffering=1,
+                              encoding=getattr(saved_stream, "encoding", None) or "utf-8",
+                              errors="backslashreplace")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    sys.stderr = python_stderr
+    try:
+        yield
+    finally:
+        python_stderr.flush()
+        sys.stderr = saved_stream
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        python_stderr.close()
+
+
+def main(argv=None):
+    args = make_parser().parse_args(argv)
+    quiet = "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported
+    with quiet_native_logs() if quiet else contextlib.nullcontext():
+        try:
+            commands = importlib.import_module("kerasseq.cli")  # imports TensorFlow
+            getattr(commands, args.handler)(args)
+        except CLIError as error:
+            print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
+            return 2
+        except (ValueError, FileNotFoundError) as error:
+            print(f"kerasseq {args.command}: error: {_first_line(error)}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
