@@ -13,7 +13,6 @@ Every command exits with 0 on success, 2 on bad arguments or unusable inputs
 
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -143,19 +142,6 @@ def make_optimizer(args):
     return keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm)
 
 
-def save_model_atomically(model, path):
-    """Write `path` (a .keras file) via a temporary file and an atomic rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}.keras")
-    try:
-        model.save(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-
-
 def load_model(path):
     import keras
 
@@ -199,15 +185,13 @@ def _slow_batches_callback(seconds):
 
 
 def train(args):
-    """Train, resume the interrupted run in `args.output_dir`, or continue a finished one.
+    """Train into `args.output_dir` following the rules of `kerasseq.training.TrainingRun`.
 
     A rerun of the same command resumes an interrupted run; on a finished run
     it does nothing (and returns the saved model) unless `--epochs` is larger,
     in which case it continues from the backup; `--overwrite` starts over.
-    `output_dir/backup` holds the weights and optimizer state of the last
-    finished epoch (kept after the run completes); `tokenizers.json` the vocabularies
-    the backup was trained with; `history.csv` one row per finished epoch;
-    `best.keras` the model of the best `val_loss` so far.
+    This function only turns the arguments into data, a model and a
+    `TrainingRun`; the run directory's files and their rules live there.
     """
     import keras
 
@@ -216,59 +200,30 @@ def train(args):
         MaskedSparseCategoricalCrossentropy,
         MaskedTokenAccuracy,
         NonFiniteLossError,
-        StopOnNonFiniteLoss,
-        all_weights_finite,
-    )
-    from kerasseq.training.checkpoints import (
-        AtomicBackupAndRestore,
-        AtomicModelCheckpoint,
-        best_value,
-        read_history,
-        truncate_history,
-        write_text_atomically,
+        TrainingRun,
     )
     from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
 
     keras.utils.set_random_seed(args.seed)
-    _make_output_dir(args.output_dir)
-    if getattr(args, "overwrite", False):
-        _clear_run(args.output_dir)
-    # Written after every epoch (after the history row) and kept once the run is
-    # complete: a rerun of an interrupted command resumes from it, and a rerun
-    # with a larger --epochs continues from it (weights and optimizer state).
-    backup = AtomicBackupAndRestore(os.path.join(args.output_dir, "backup"), delete_checkpoint=False)
-    completed_epochs = backup.completed_epochs()
-    model_path = os.path.join(args.output_dir, "model.keras")
-    if os.path.exists(model_path) and os.path.exists(os.path.join(args.output_dir, "summary.json")):
-        if completed_epochs == 0:
-            raise CLIError(f"{args.output_dir!r} holds a finished run without the backup/ needed to "
-                           "continue it; pass --overwrite to start over, or use a new --output-dir")
-        if args.epochs <= completed_epochs:
-            print(f"{args.output_dir}: the run is complete ({completed_epochs} epochs); nothing to "
-                  "do (a larger --epochs continues it, --overwrite starts over)")
-            return load_model(model_path)
+    try:
+        run = TrainingRun(args.output_dir, overwrite=getattr(args, "overwrite", False))
+        status = run.status(args.epochs)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
+    if status == "complete":
+        print(f"{args.output_dir}: the run is complete ({run.completed_epochs()} epochs); nothing "
+              "to do (a larger --epochs continues it, --overwrite starts over)")
+        return load_model(run.model_path)
+    completed_epochs = run.completed_epochs()
     on_bad_line = getattr(args, "on_bad_line", "error")
     train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples, on_bad_line)
     dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples,
                                            on_bad_line)
-    tokenizers_path = os.path.join(args.output_dir, "tokenizers.json")
-    source_tokenizer, target_tokenizer = _tokenizers_for(args.dataset, train_pairs)
-    if completed_epochs and os.path.exists(tokenizers_path):
-        with open(tokenizers_path) as handle:  # the vocabularies the backup was trained with
-            saved = [keras.saving.deserialize_keras_object(config) for config in json.load(handle)]
-        for side, fresh, old in zip(("source", "target"), (source_tokenizer, target_tokenizer),
-                                    saved, strict=True):
-            if fresh.get_vocabulary() != old.get_vocabulary():
-                raise CLIError(
-                    f"{args.output_dir!r} holds an interrupted run trained with a different "
-                    f"{side} vocabulary ({old.vocabulary_size} tokens; this data gives "
-                    f"{fresh.vocabulary_size}): was --dataset changed? Use a new --output-dir."
-                )
-        source_tokenizer, target_tokenizer = saved
-    else:
-        write_text_atomically(tokenizers_path, json.dumps(
-            [keras.saving.serialize_keras_object(tokenizer)
-             for tokenizer in (source_tokenizer, target_tokenizer)]))
+    try:
+        source_tokenizer, target_tokenizer = run.tokenizers(
+            *_tokenizers_for(args.dataset, train_pairs))
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     strategy = get_strategy(getattr(args, "strategy", "default"))
     with strategy.scope():
         model = build_model(args, source_tokenizer, target_tokenizer)
@@ -284,41 +239,16 @@ def train(args):
     # Several replicas: batch sizes must divide evenly (see pad_batches_to_multiple).
     train_data = pad_batches_to_multiple(train_data, strategy.num_replicas_in_sync)
     dev_data = pad_batches_to_multiple(dev_data, strategy.num_replicas_in_sync)
-    history_path = os.path.join(args.output_dir, "history.csv")
-    truncate_history(history_path, completed_epochs)  # drop rows of epochs that run again
-    callbacks = [
-        StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
-        keras.callbacks.CSVLogger(history_path, append=True),
-        AtomicModelCheckpoint(os.path.join(args.output_dir, "best.keras"), monitor="val_loss",
-                              save_best_only=True,
-                              initial_value_threshold=best_value(read_history(history_path))),
-        backup,  # last, so that a recorded epoch always has its history row
-    ]
-    if getattr(args, "slow_batches", 0):
-        callbacks.append(_slow_batches_callback(args.slow_batches))
+    extra = [_slow_batches_callback(args.slow_batches)] if getattr(args, "slow_batches", 0) else []
     started = time.time()
     try:
-        # shuffle=False: make_dataset shuffles; Keras ignores (and warns about)
-        # `shuffle` for a tf.data.Dataset.
-        history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
-                            callbacks=callbacks, verbose=args.verbose, shuffle=False)
+        history = run.fit(model, train_data, dev_data, epochs=args.epochs,
+                          verbose=args.verbose, callbacks=extra)
     except NonFiniteLossError as error:
-        finished = backup.completed_epochs()
-        raise CLIError(
-            f"{error}. Nothing of that epoch was saved: {args.output_dir!r} keeps "
-            + (f"the {finished} finished epoch(s) (backup and history.csv)"
-               if finished else "no finished epoch")
-        ) from None
-    seconds = time.time() - started
-    if not all_weights_finite(model):  # never write a model.keras full of NaN
-        raise CLIError("training ended with NaN or inf weights; model.keras was not written")
-    save_model_atomically(model, os.path.join(args.output_dir, "model.keras"))
-    all_epochs = read_history(history_path)
-    all_epochs.pop("epoch", None)
-    summary = {"train_seconds": round(seconds, 1), "epochs": args.epochs,
+        raise CLIError(str(error)) from None
+    summary = {"train_seconds": round(time.time() - started, 1), "epochs": args.epochs,
                "initial_epoch": completed_epochs, "epochs_run": len(history.epoch),
-               "parameters": int(model.count_params()),
-               "train_pairs": len(train_pairs), "history": all_epochs}
+               "parameters": int(model.count_params()), "train_pairs": len(train_pairs)}
     if args.dataset == "cmudict" and args.evaluate_words:
         words = _spread_sample(list(dev_references), args.evaluate_words)
         # A quick greedy check after training (labelled so); `kerasseq evaluate`
@@ -327,31 +257,11 @@ def train(args):
                                       method="greedy")
         print(f"dev ({len(words)} words, greedy): WER {summary['dev']['wer']:.2%}  "
               f"PER {summary['dev']['per']:.2%}")
-    write_text_atomically(os.path.join(args.output_dir, "summary.json"),
-                          json.dumps(summary, indent=2, default=float))
-    return model  # backup/ stays: a rerun with a larger --epochs continues from it
-
-
-RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
-
-
-def _make_output_dir(path):
-    """Create `--output-dir`, or say in one line why it cannot be one."""
-    if os.path.lexists(path) and not os.path.isdir(path):
-        raise CLIError(f"--output-dir {path!r} exists and is not a directory")
     try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as error:
-        raise CLIError(f"cannot create --output-dir {path!r}: {error.strerror or error}") from None
-
-
-def _clear_run(output_dir):
-    """`--overwrite`: remove this run's own files (nothing else in the directory)."""
-    for name in RUN_FILES:
-        path = os.path.join(output_dir, name)
-        if os.path.isfile(path) or os.path.islink(path):
-            os.remove(path)
-    shutil.rmtree(os.path.join(output_dir, "backup"), ignore_errors=True)
+        run.finish(model, summary)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
+    return model
 
 
 def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):

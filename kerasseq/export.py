@@ -36,6 +36,7 @@ import uuid
 
 import tensorflow as tf
 
+from kerasseq._validation import check_positive_int
 from kerasseq.translator import SearchConfig, Translator
 
 __all__ = [
@@ -198,7 +199,7 @@ def make_translator(model, config=None, **settings):
         )
     for name in ("num_beams", "num_return", "max_length", "max_source_length"):
         if name in settings:
-            _check_positive_int(name, settings[name])
+            check_positive_int(name, settings[name])
     if "num_return" not in settings and method == "beam":
         num_beams = settings.get("num_beams", config.num_beams if config is not None else 4)
         if config is None or config.num_return == 1:
@@ -225,12 +226,6 @@ def make_translator(model, config=None, **settings):
             f"position table). Received: max_length={settings['max_length']}"
         )
     return Translator(model, SearchConfig.from_kwargs(config, **settings))
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1. Received: {name}={value!r}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------

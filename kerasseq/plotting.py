@@ -16,11 +16,13 @@ glyphs show as boxes).
 import functools
 import math
 import os
-import tempfile
 import warnings
 
 import numpy as np
 from matplotlib.figure import Figure
+
+from kerasseq._files import replace_atomically
+from kerasseq._validation import check_positive_int
 
 # Unicode blocks of the scripts we know how to look a font up for:
 # script name -> (first code point, last code point, preferred font families).
@@ -259,8 +261,7 @@ def plot_cross_attention_heads(weights, source_tokens, target_tokens, ncols=4, t
         "head 0", "head 1", ...) followed by one colour-bar axes.
     """
     weights = _as_weights(weights, "weights", 3)
-    if int(ncols) < 1:
-        raise ValueError(f"ncols must be >= 1. Received: ncols={ncols!r}")
+    ncols = check_positive_int("ncols", ncols)
     source_tokens, target_tokens = _check_tokens(weights.shape, source_tokens, target_tokens)
     families, missing = _label_fonts(source_tokens + target_tokens)
     num_heads = weights.shape[0]
@@ -455,22 +456,15 @@ def save_figure(figure, path, dpi=150):
     extension = os.path.splitext(path)[1].lstrip(".").lower()
     if not extension:
         raise ValueError(f"path needs an extension such as .png or .svg. Received: path={path!r}")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=f".{extension}", dir=directory)
-    os.close(handle)
-    try:
+
+    def write(temporary):
         with warnings.catch_warnings():
             if getattr(figure, "_kerasseq_missing_scripts", ()):
                 # Already reported once by _label_fonts; skip one warning per glyph.
                 warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
             figure.savefig(temporary, format=extension, dpi=dpi)
-        os.chmod(temporary, 0o644)  # mkstemp creates the file readable by its owner only
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+
+    replace_atomically(write, path, suffix=f".{extension}")
     return path
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq import decoding
+from kerasseq._validation import check_int
 
 METHODS = ("beam", "greedy", "sample")
 DEFAULT_MAX_SOURCE_LENGTH = 256
@@ -170,10 +171,7 @@ class SearchConfig:
             self._check_int("max_source_length", 1)
 
     def _check_int(self, name, minimum):
-        value = getattr(self, name)
-        if not _is_int(value) or value < minimum:
-            raise ValueError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
-        object.__setattr__(self, name, int(value))
+        object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
 
     # ------------------------------------------------------------ helpers
     @classmethod

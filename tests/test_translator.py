@@ -45,7 +45,8 @@ def test_one_set_of_defaults():
 
 @pytest.mark.parametrize("settings, message", [
     (dict(method="beams"), "method must be one of"),
-    (dict(num_beams=0), "num_beams must be an int >= 1"),
+    (dict(num_beams=0), "num_beams must be >= 1"),
+    (dict(num_beams=2.0), "num_beams must be an int >= 1"),
     (dict(num_beams=2, num_return=3), "num_return must be <= num_beams=2"),
     (dict(length_penalty=float("nan")), "length_penalty must be a finite float"),
     (dict(coverage_penalty=-1.0), "coverage_penalty must be"),
@@ -53,7 +54,7 @@ def test_one_set_of_defaults():
     (dict(temperature=0.0), "temperature must be a float > 0"),
     (dict(top_p=1.5), "top_p must be"),
     (dict(jit_compile="yes"), "jit_compile must be True, False or 'auto'"),
-    (dict(batch_size=0), "batch_size must be an int >= 1"),
+    (dict(batch_size=0), "batch_size must be >= 1"),
     (dict(batch_buckets="pow3"), "batch_buckets must be"),
     (dict(max_source_length=0), "max_source_length must be"),
 ])

@@ -10,20 +10,14 @@ Both sequences have length `n + 1`, so one padding mask serves both.
 import numpy as np
 import tensorflow as tf
 
+from kerasseq._validation import check_positive_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
 _ENCODE_CHUNK = 1024  # texts tokenized per vectorized lookup
 
 
 def _check_batch_size(batch_size):
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, int)
-        or batch_size < 1
-    ):
-        raise ValueError(
-            f"`batch_size` must be an int >= 1. Received: batch_size={batch_size!r}"
-        )
+    check_positive_int("batch_size", batch_size)
 
 
 def _check_pairs(pairs):

@@ -19,6 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasseq._validation import check_positive_int
+
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
 START_TOKEN = "[START]"
@@ -247,14 +249,7 @@ class TextTokenizer(keras.layers.Layer):
         Returns:
             `self`, so calls can be chained.
         """
-        if (
-            isinstance(min_count, bool)
-            or not isinstance(min_count, int)
-            or min_count < 1
-        ):
-            raise ValueError(
-                f"`min_count` must be an int >= 1. Received: min_count={min_count!r}"
-            )
+        check_positive_int("min_count", min_count)
         if max_tokens is not None and (
             isinstance(max_tokens, bool)
             or not isinstance(max_tokens, int)

@@ -6,6 +6,8 @@ source sentence, target sentence, then columns kerasseq ignores.
 
 import os
 
+from kerasseq._validation import check_int, check_positive_int
+
 ON_BAD_LINE = ("error", "skip")
 
 
@@ -48,16 +50,9 @@ def load_tsv_pairs(
         ("source_column", source_column),
         ("target_column", target_column),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(
-                f"`{name}` must be an int >= 0. Received: {name}={value!r}"
-            )
-    if max_pairs is not None and (
-        isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1
-    ):
-        raise ValueError(
-            f"`max_pairs` must be None or an int >= 1. Received: max_pairs={max_pairs!r}"
-        )
+        check_int(name, value, 0)
+    if max_pairs is not None:
+        check_positive_int("max_pairs", max_pairs)
     if on_bad_line not in ON_BAD_LINE:
         raise ValueError(
             f"`on_bad_line` must be one of {ON_BAD_LINE}. Received: on_bad_line={on_bad_line!r}"

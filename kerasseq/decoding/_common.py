@@ -14,6 +14,8 @@ import collections
 
 import tensorflow as tf
 
+from kerasseq._validation import check_int  # noqa: F401  (used by the decoders)
+
 NEG_INF = float("-inf")
 
 # Coverage keys a model may put in its state (see `beam_search`).
@@ -89,19 +91,6 @@ def cached_function(kind, step_fn, settings, jit_compile, build):
 # --------------------------------------------------------------------------
 # Argument checks.
 # --------------------------------------------------------------------------
-
-
-def check_int(name, value, minimum, maximum=None, maximum_name=None):
-    """Raise a `ValueError` naming `name` unless `minimum <= value <= maximum`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a Python int. Received: {name}={value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}. Received: {name}={value}")
-    if maximum is not None and value > maximum:
-        bound = f"{maximum_name}={maximum}" if maximum_name else str(maximum)
-        raise ValueError(
-            f"{name} must be <= {bound}. Received: {name}={value}"
-        )
 
 
 def check_common(batch_size, start_id, end_id, max_length, min_length):

@@ -2,6 +2,8 @@
 
 import keras
 
+from kerasseq._validation import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="kerasseq")
 class FeedForward(keras.layers.Layer):
@@ -55,8 +57,7 @@ class FeedForward(keras.layers.Layer):
         # in configs saved by older versions: accepted and ignored.
         kwargs.pop("skip_padding", None)
         super().__init__(**kwargs)
-        if dff < 1:
-            raise ValueError(f"dff must be >= 1. Received: dff={dff}")
+        dff = check_positive_int("dff", dff)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         self.d_model = d_model

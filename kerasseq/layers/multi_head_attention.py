@@ -19,6 +19,8 @@ import math
 import keras
 from keras import ops
 
+from kerasseq._validation import check_positive_int
+
 # Masked scores are filled with this value *after* the scores are cast to
 # float32, so it is finite in every compute dtype we run in (float16 included).
 _MASK_VALUE = -1e9
@@ -196,10 +198,8 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if num_heads < 1:
-            raise ValueError(f"num_heads must be >= 1. Received: num_heads={num_heads}")
-        if key_dim < 1:
-            raise ValueError(f"key_dim must be >= 1. Received: key_dim={key_dim}")
+        num_heads = check_positive_int("num_heads", num_heads)
+        key_dim = check_positive_int("key_dim", key_dim)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         self.num_heads = num_heads
@@ -473,8 +473,7 @@ class BaseAttention(keras.layers.Layer):
 
 def resolve_key_dim(d_model, num_heads, key_dim=None):
     """Returns `key_dim`, defaulting to `d_model // num_heads` (which must be exact)."""
-    if num_heads < 1:
-        raise ValueError(f"num_heads must be >= 1. Received: num_heads={num_heads}")
+    check_positive_int("num_heads", num_heads)
     if key_dim is not None:
         return key_dim
     if d_model % num_heads != 0:

@@ -6,6 +6,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from kerasseq._validation import check_positive_int
+
 
 def positional_encoding(length, d_model):
     """Sinusoidal position table of Vaswani et al., 2017 (section 3.5), interleaved.
@@ -84,8 +86,7 @@ class PositionalEmbedding(keras.layers.Layer):
             ("d_model", d_model),
             ("max_length", max_length),
         ):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1. Received: {name}={value}")
+            check_positive_int(name, value)
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.max_length = max_length

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from kerasseq._validation import check_int
 from kerasseq.layers import (
     PositionalEmbedding,
     TransformerDecoderBlock,
@@ -388,17 +389,12 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return cls(**config)
 
 
-def _check_positive_int(name, value, minimum=1):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
-
-
 def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                      dff, dropout, max_length, share_embeddings):
     resolve_vocab_sizes(source_vocab_size, target_vocab_size, None, None)
     for name, value in (("num_layers", num_layers), ("d_model", d_model), ("num_heads", num_heads),
                         ("dff", dff), ("max_length", max_length)):
-        _check_positive_int(name, value)
+        check_int(name, value)
     if d_model % num_heads:
         raise ValueError(
             "d_model must be divisible by num_heads. "

@@ -10,6 +10,7 @@ from kerasseq.training.callbacks import (
 )
 from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
 from kerasseq.training.metrics import MaskedTokenAccuracy
+from kerasseq.training.run import TrainingRun
 from kerasseq.training.schedules import TransformerSchedule, transformer_optimizer
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "ScheduledSampling",
     "StopOnNonFiniteLoss",
     "TimeLimit",
+    "TrainingRun",
     "TransformerSchedule",
     "all_weights_finite",
     "teacher_forcing_probability",

@@ -32,35 +32,15 @@ import os
 
 import keras
 
+from kerasseq._files import (  # noqa: F401  (write_text_atomically is public here)
+    replace_atomically,
+    temporary_path,
+    write_text_atomically,
+)
 
-def _temporary_path(path, suffix=""):
-    """A path next to `path` (same filesystem, so `os.replace` is atomic)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    return os.path.join(directory, f".{name}.tmp-{os.getpid()}{suffix}")
-
-
-def _replace_atomically(write, path, suffix=""):
-    """Call `write(temporary_path)`, then rename the result onto `path`."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    temporary = _temporary_path(path, suffix)
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-
-
-def write_text_atomically(path, text):
-    """Write `text` to `path` via a temporary file and an atomic rename."""
-
-    def write(temporary):
-        with open(temporary, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-    _replace_atomically(write, path)
+# One atomic-write primitive for the whole package (kerasseq._files).
+_replace_atomically = replace_atomically
+_temporary_path = temporary_path
 
 
 class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):

@@ -25,6 +25,8 @@ Gradient clipping: the Keras optimizer clips (`clipnorm`, `clipvalue`,
 with clipping active a distributed step differs from a single-device step.
 """
 
+from kerasseq._validation import check_positive_int
+
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
 
@@ -99,8 +101,7 @@ def pad_batches_to_multiple(dataset, multiple):
 
     from kerasseq.data.tokenizer import END_ID, START_ID
 
-    if int(multiple) < 1:
-        raise ValueError(f"multiple must be >= 1. Received: multiple={multiple!r}")
+    multiple = check_positive_int("multiple", multiple)
     if int(multiple) == 1:
         return dataset
 

@@ -1,0 +1,205 @@
+"""`TrainingRun`: the files of one training run in a directory, and their rules.
+
+What `kerasseq train` guarantees, for a Python user too:
+
+* **resume** — a rerun of an interrupted run continues at its first
+  unfinished epoch (weights and optimizer state from `backup/`);
+* **nothing lost** — a rerun of a finished run with the same number of
+  epochs does nothing; with more epochs it continues from the backup and
+  appends to `history.csv`; only `clear()` (`--overwrite`) starts over, and it
+  deletes the run's own files, nothing else;
+* **nothing silently wrong** — a NaN or inf loss stops training before the
+  broken epoch reaches any file, and `model.keras` is never written with
+  non-finite weights;
+* **atomic files** — every file is replaced atomically (`kerasseq._files`).
+
+| file | content |
+|---|---|
+| `backup/` | weights + optimizer state of the last finished epoch (kept) |
+| `tokenizers.json` | the vocabularies the run was trained with |
+| `history.csv` | one row per finished epoch |
+| `best.keras` | the model of the best `val_loss` so far |
+| `model.keras`, `summary.json` | written when the requested epochs are done |
+
+Example:
+
+>>> run = TrainingRun("runs/g2p")                        # doctest: +SKIP
+>>> if run.status(epochs=10) != "complete":               # doctest: +SKIP
+...     source, target = run.tokenizers(source, target)
+...     model = build(...); model.compile(...)
+...     history = run.fit(model, train_data, dev_data, epochs=10)
+...     run.finish(model, {"epochs": 10})
+"""
+
+import json
+import os
+import shutil
+
+import keras
+
+from kerasseq._files import save_model_atomically, write_text_atomically
+from kerasseq.training.callbacks import StopOnNonFiniteLoss, all_weights_finite
+from kerasseq.training.checkpoints import (
+    AtomicBackupAndRestore,
+    AtomicModelCheckpoint,
+    best_value,
+    read_history,
+    truncate_history,
+)
+
+RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
+BACKUP_DIR = "backup"
+
+
+class TrainingRun:
+    """The output directory of one training run.
+
+    Args:
+        output_dir: str or path-like; created if missing.
+        overwrite: bool; True deletes the run's own files first (start over).
+
+    Raises:
+        ValueError: `output_dir` exists and is not a directory, or cannot be
+            created.
+    """
+
+    def __init__(self, output_dir, overwrite=False):
+        self.output_dir = os.fspath(output_dir)
+        if os.path.lexists(self.output_dir) and not os.path.isdir(self.output_dir):
+            raise ValueError(f"--output-dir {self.output_dir!r} exists and is not a directory")
+        try:
+            os.makedirs(self.output_dir, exist_ok=True)
+        except OSError as error:
+            raise ValueError(
+                f"cannot create --output-dir {self.output_dir!r}: {error.strerror or error}"
+            ) from None
+        if overwrite:
+            self.clear()
+        self.backup = AtomicBackupAndRestore(self.path(BACKUP_DIR), delete_checkpoint=False)
+
+    # ------------------------------------------------------------- files
+    def path(self, name):
+        return os.path.join(self.output_dir, name)
+
+    @property
+    def model_path(self):
+        return self.path("model.keras")
+
+    @property
+    def history_path(self):
+        return self.path("history.csv")
+
+    def clear(self):
+        """Delete the run's own files (`RUN_FILES`, `backup/`), nothing else."""
+        for name in RUN_FILES:
+            if os.path.isfile(self.path(name)) or os.path.islink(self.path(name)):
+                os.remove(self.path(name))
+        shutil.rmtree(self.path(BACKUP_DIR), ignore_errors=True)
+
+    def completed_epochs(self):
+        """Epochs finished and backed up (0 for a new run)."""
+        return self.backup.completed_epochs()
+
+    def is_finished(self):
+        """True once `finish` wrote `model.keras` and `summary.json`."""
+        return os.path.exists(self.model_path) and os.path.exists(self.path("summary.json"))
+
+    def status(self, epochs):
+        """`"new"`, `"resume"` (interrupted or to be continued) or `"complete"`.
+
+        Raises:
+            ValueError: a finished run without the backup needed to continue it.
+        """
+        completed = self.completed_epochs()
+        if self.is_finished():
+            if completed == 0:
+                raise ValueError(
+                    f"{self.output_dir!r} holds a finished run without the backup/ needed to "
+                    "continue it; pass --overwrite to start over, or use a new --output-dir")
+            return "complete" if epochs <= completed else "resume"
+        return "resume" if completed else "new"
+
+    # -------------------------------------------------------- tokenizers
+    def tokenizers(self, source_tokenizer, target_tokenizer):
+        """The run's tokenizers: the saved ones when resuming, else these (saved).
+
+        Raises:
+            ValueError: resuming with data whose vocabularies differ.
+        """
+        path = self.path("tokenizers.json")
+        if self.completed_epochs() and os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                saved = [keras.saving.deserialize_keras_object(config)
+                         for config in json.load(handle)]
+            for side, fresh, old in zip(("source", "target"), (source_tokenizer, target_tokenizer),
+                                        saved, strict=True):
+                if fresh.get_vocabulary() != old.get_vocabulary():
+                    raise ValueError(
+                        f"{self.output_dir!r} holds an interrupted run trained with a different "
+                        f"{side} vocabulary ({old.vocabulary_size} tokens; this data gives "
+                        f"{fresh.vocabulary_size}): was --dataset changed? Use a new --output-dir."
+                    )
+            return tuple(saved)
+        write_text_atomically(path, json.dumps(
+            [keras.saving.serialize_keras_object(tokenizer)
+             for tokenizer in (source_tokenizer, target_tokenizer)]))
+        return source_tokenizer, target_tokenizer
+
+    # ---------------------------------------------------------- training
+    def callbacks(self, extra=()):
+        """`[StopOnNonFiniteLoss, CSVLogger, best.keras checkpoint, backup, *extra]`.
+
+        Also drops the `history.csv` rows of epochs that will run again.
+        """
+        truncate_history(self.history_path, self.completed_epochs())
+        return [
+            StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
+            keras.callbacks.CSVLogger(self.history_path, append=True),
+            AtomicModelCheckpoint(self.path("best.keras"), monitor="val_loss",
+                                  save_best_only=True,
+                                  initial_value_threshold=best_value(read_history(self.history_path))),
+            self.backup,  # after the loggers: a recorded epoch always has its history row
+            *extra,
+        ]
+
+    def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=()):
+        """`model.fit` with the run's callbacks; resumes / continues from the backup.
+
+        Raises:
+            NonFiniteLossError: the loss became NaN or inf (nothing of that
+                epoch was written; the message says what the run keeps).
+        """
+        from kerasseq.training.callbacks import NonFiniteLossError
+
+        try:
+            # shuffle=False: datasets are shuffled by their pipeline; Keras
+            # ignores (and warns about) `shuffle` for a tf.data.Dataset.
+            return model.fit(train_data, validation_data=validation_data, epochs=epochs,
+                             callbacks=self.callbacks(callbacks), verbose=verbose, shuffle=False)
+        except NonFiniteLossError as error:
+            finished = self.completed_epochs()
+            kept = (f"the {finished} finished epoch(s) (backup and history.csv)"
+                    if finished else "no finished epoch")
+            raise NonFiniteLossError(
+                f"{error}. Nothing of that epoch was saved: {self.output_dir!r} keeps {kept}",
+                error.epoch, error.batch, error.value,
+            ) from None
+
+    def finish(self, model, summary):
+        """Write `model.keras` and `summary.json` (with the whole history).
+
+        Returns:
+            The summary dict written (with `history` of all epochs).
+
+        Raises:
+            ValueError: the model holds NaN or inf weights (nothing written).
+        """
+        if not all_weights_finite(model):
+            raise ValueError("training ended with NaN or inf weights; model.keras was not written")
+        save_model_atomically(model, self.model_path)
+        history = read_history(self.history_path)
+        history.pop("epoch", None)
+        summary = {**summary, "history": history}
+        write_text_atomically(self.path("summary.json"),
+                              json.dumps(summary, indent=2, default=float))
+        return summary
