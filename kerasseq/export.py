@@ -37,7 +37,7 @@ import uuid
 import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
-from kerasseq.translator import SearchConfig, Translator
+from kerasseq.translator import SearchConfig, Translator, check_model
 
 __all__ = [
     "Translator",
@@ -177,13 +177,10 @@ def make_translator(model, config=None, **settings):
     Raises:
         ValueError: naming the first bad argument.
     """
-    for attribute in ("encode", "decode_step"):
-        if not callable(getattr(model, attribute, None)):
-            raise ValueError(
-                "model must follow the kerasseq decoding contract (encode and "
-                f"decode_step). Received: model of type {type(model).__name__} "
-                f"without {attribute}()"
-            )
+    try:
+        check_model(model)
+    except TypeError as error:  # every bad argument of an export is a ValueError
+        raise ValueError(str(error)) from None
     for attribute in ("source_tokenizer", "target_tokenizer"):
         if getattr(model, attribute, None) is None:
             raise ValueError(
