@@ -4,8 +4,10 @@ Every ```python block of every page under docs/ is executed, page by page, in
 one fresh namespace per page, in the order of the page (one pytest case per
 page). Blocks written as doctests (lines starting with `>>>`) are run with
 `doctest`, so their expected output is checked too. A plain block followed by
-a fenced block whose info string has `title="Output"` must print that output;
-numbers may differ in their last printed digit.
+a fenced block whose info string has `title="Output"` must print that output:
+the same text once whitespace is collapsed, and numbers within 2 units of
+their last printed digit or 0.1 % of their value, whichever is larger
+(thousands separators allowed: "46,312" is one number).
 
 A page that needs the internet can opt out with a line
 `<!-- docs-test: skip -->`; the test then reports it as skipped.
@@ -31,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_MARKER = "<!-- docs-test: skip -->"
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+# A number; "46,312" (thousands separators) is one number, not two.
+NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
 def fenced_blocks(text):
@@ -75,6 +78,8 @@ def _split_numbers(text):
 
 
 def _close(actual, expected):
+    """Equal within 2 units of the last printed digit, or 0.1 % of the value."""
+    actual, expected = actual.replace(",", ""), expected.replace(",", "")
     actual_value, expected_value = float(actual), float(expected)
     decimals = len(expected.split(".")[1].split("e")[0].split("E")[0]) if "." in expected else 0
     tolerance = max(2 * 10.0 ** -decimals, 1e-3 * abs(expected_value))
@@ -82,7 +87,7 @@ def _close(actual, expected):
 
 
 def outputs_match(actual, expected):
-    """Same text once whitespace is collapsed; numbers equal to the last printed digit."""
+    """Same text once whitespace is collapsed; numbers within `_close`."""
     actual_words, actual_numbers = _split_numbers(actual)
     expected_words, expected_numbers = _split_numbers(expected)
     return (
@@ -153,6 +158,9 @@ def test_output_comparison_rules():
     assert outputs_match("0.3924", "0.3925")  # last printed digit may move
     assert not outputs_match("0.3924", "0.3934")
     assert not outputs_match("h = 0.392", "c = 0.392")
+    assert outputs_match("46,312 parameters", "46,313 parameters")  # one number, not two
+    assert not outputs_match("46,312 parameters", "47,312 parameters")
+    assert outputs_match("(4, 1, 6)", "(4, 1, 6)") and not outputs_match("(4, 1, 6)", "(4, 1, 9)")
     blocks = python_blocks('```python\nprint(1)\n```\n\n```text title="Output"\n1\n```\n')
     assert blocks == [("print(1)\n", 2, "1\n")]
 
