@@ -189,7 +189,8 @@ def make_translator(model, config=None, **settings):
                 f"Received: model.{attribute}=None"
             )
     settings = {name: value for name, value in settings.items() if value is not None}
-    method = settings.get("method", config.method if config is not None else "beam")
+    base = config if config is not None else SearchConfig()  # the shared defaults
+    method = settings.get("method", base.method)
     if method not in EXPORT_METHODS:
         raise ValueError(
             f"method must be one of {list(EXPORT_METHODS)}. Received: method={method!r}"
@@ -198,9 +199,8 @@ def make_translator(model, config=None, **settings):
         if name in settings:
             check_positive_int(name, settings[name])
     if "num_return" not in settings and method == "beam":
-        num_beams = settings.get("num_beams", config.num_beams if config is not None else 4)
-        if config is None or config.num_return == 1:
-            settings["num_return"] = num_beams
+        if base.num_return == 1:  # default: every beam in translate_nbest
+            settings["num_return"] = settings.get("num_beams", base.num_beams)
     if "num_return" in settings and method == "greedy":
         if settings["num_return"] > 1:
             raise ValueError(

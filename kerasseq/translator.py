@@ -461,15 +461,19 @@ class Translator:
         return function
 
     def _next_seed(self):
+        """The sampling seed of one call; 0 (unused) for greedy and beam search,
+        so those never draw from NumPy's global generator."""
         seed = self.config.seed
-        if seed is None:
+        if self.config.method != "sample":
+            seed = 0
+        elif seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
         return tf.constant(int(seed) % (2**31 - 1), tf.int32)
 
     # ------------------------------------------------------------ ids, eager
-    def _prepare_ids(self, source_ids):
-        """Checked, trimmed, column-bucketed int32 ids `(rows, padded_length)`."""
-        array = check_source_ids(source_ids, self._python.source_vocab_size)
+    def _prepare_ids(self, array):
+        """Valid ids (checked by `generate`, or from the tokenizer) → trimmed,
+        column-bucketed int32 ids `(rows, padded_length)`."""
         limit = self.max_source_length
         if limit is not None:
             array = array[:, :limit]
@@ -684,6 +688,8 @@ class Translator:
         return token_ids[:rows], scores[:rows]
 
     def _next_seed_graph(self):
+        if self.config.method != "sample":
+            return tf.constant(0, tf.int32)  # unused by greedy and beam search
         if self.config.seed is not None:
             return tf.constant(int(self.config.seed) % (2**31 - 1), tf.int32)
         return tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)

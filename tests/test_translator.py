@@ -10,13 +10,11 @@ import tensorflow as tf
 
 import kerasseq
 from kerasseq import SearchConfig, Translator, decoding
-from kerasseq.data import make_dataset
 from kerasseq.decoding import Seq2SeqDecodable
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
-from kerasseq.training import MaskedSparseCategoricalCrossentropy
 from kerasseq.translator import get_translator, resolve_jit_compile
 from tests.decoding.toy_models import sheep_ship_model
-from tests.models.g2p_fixture import tiny_g2p
+from tests.models.g2p_fixture import tiny_g2p, trained_tiny_g2p_rnn
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -24,13 +22,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def g2p():
     """A small RNN trained for a few steps, so outputs differ from word to word."""
-    keras.utils.set_random_seed(5)
-    entries, pairs, source, target = tiny_g2p()
-    model = build_rnn_seq2seq(embedding_dim=16, units=32, max_target_length=10,
-                              source_tokenizer=source, target_tokenizer=target)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
-    model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=8, verbose=0)
-    return model, [word for word, _ in entries]
+    model, words, _ = trained_tiny_g2p_rnn(seed=5, epochs=8)
+    return model, words
 
 
 # ----------------------------------------------------------------- config

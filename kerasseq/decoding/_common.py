@@ -14,7 +14,7 @@ import collections
 
 import tensorflow as tf
 
-from kerasseq._validation import check_int  # noqa: F401  (used by the decoders)
+from kerasseq._validation import check_int
 
 NEG_INF = float("-inf")
 

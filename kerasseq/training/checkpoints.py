@@ -32,15 +32,9 @@ import os
 
 import keras
 
-from kerasseq._files import (  # noqa: F401  (write_text_atomically is public here)
-    replace_atomically,
-    temporary_path,
-    write_text_atomically,
-)
-
-# One atomic-write primitive for the whole package (kerasseq._files).
-_replace_atomically = replace_atomically
-_temporary_path = temporary_path
+# One atomic-write primitive for the whole package; write_text_atomically
+# stays importable from here, where it used to live.
+from kerasseq._files import replace_atomically, write_text_atomically
 
 
 class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
@@ -102,7 +96,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         os.makedirs(self.backup_dir, exist_ok=True)
         name = f"epoch-{self._current_epoch}-batch-{self._last_batch_seen}.weights.h5"
         path = os.path.join(self.backup_dir, name)
-        _replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
+        replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
                             path, suffix=".weights.h5")
         metadata = {"epoch": self._current_epoch, "batch": self._last_batch_seen, "weights": name}
         write_text_atomically(self._training_metadata_path, json.dumps(metadata))
@@ -125,11 +119,11 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         if not self._should_save_model(epoch, batch, logs, filepath):
             return
         if self.save_weights_only:
-            _replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
+            replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
                                 filepath, suffix=".weights.h5")
         else:
             suffix = ".keras" if filepath.endswith(".keras") else ".h5"
-            _replace_atomically(lambda temporary: self.model.save(temporary, overwrite=True),
+            replace_atomically(lambda temporary: self.model.save(temporary, overwrite=True),
                                 filepath, suffix=suffix)
 
 
@@ -181,7 +175,7 @@ def truncate_history(path, completed_epochs):
             for epoch in sorted(kept):
                 writer.writerow(kept[epoch])
 
-    _replace_atomically(write, path)
+    replace_atomically(write, path)
 
 
 def read_history(path):

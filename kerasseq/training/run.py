@@ -38,7 +38,11 @@ import shutil
 import keras
 
 from kerasseq._files import save_model_atomically, write_text_atomically
-from kerasseq.training.callbacks import StopOnNonFiniteLoss, all_weights_finite
+from kerasseq.training.callbacks import (
+    NonFiniteLossError,
+    StopOnNonFiniteLoss,
+    all_weights_finite,
+)
 from kerasseq.training.checkpoints import (
     AtomicBackupAndRestore,
     AtomicModelCheckpoint,
@@ -169,8 +173,6 @@ class TrainingRun:
             NonFiniteLossError: the loss became NaN or inf (nothing of that
                 epoch was written; the message says what the run keeps).
         """
-        from kerasseq.training.callbacks import NonFiniteLossError
-
         try:
             # shuffle=False: datasets are shuffled by their pipeline; Keras
             # ignores (and warns about) `shuffle` for a tf.data.Dataset.

@@ -7,21 +7,14 @@ import tensorflow as tf
 
 import kerasseq
 from kerasseq.data import make_dataset
-from kerasseq.models import build_rnn_seq2seq, translate
-from kerasseq.training import MaskedSparseCategoricalCrossentropy
-from tests.models.g2p_fixture import tiny_g2p
+from kerasseq.models import translate
+from tests.models.g2p_fixture import trained_tiny_g2p_rnn
 
 
 @pytest.fixture(scope="module")
 def g2p():
     """A small RNN trained for 30 steps: outputs differ from word to word."""
-    keras.utils.set_random_seed(3)
-    entries, pairs, source, target = tiny_g2p()
-    model = build_rnn_seq2seq(embedding_dim=16, units=32, max_target_length=10,
-                              source_tokenizer=source, target_tokenizer=target)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
-    model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=10, verbose=0)
-    return model, [w for w, _ in entries], pairs
+    return trained_tiny_g2p_rnn(seed=3, epochs=10)
 
 
 def test_exported_at_the_top_level():
