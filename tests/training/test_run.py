@@ -1,0 +1,80 @@
+"""`kerasseq.training.TrainingRun`: a run directory's files and their rules.
+
+The command-line side (a killed `kerasseq train` resumes, a rerun continues or
+does nothing) is tested end to end in tests/test_resume.py.
+"""
+
+import os
+
+import pytest
+
+from kerasseq.training.checkpoints import read_history
+
+
+def test_overwrite_starts_over_and_bad_output_dirs_are_errors(tmp_path):
+    from kerasseq.training import TrainingRun
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json",
+                 "notes.txt"):
+        (run / name).write_text("x")
+    (run / "backup").mkdir()
+    (run / "backup" / "w.weights.h5").write_text("x")
+    (run / "backup" / "training_metadata.json").write_text('{"epoch": 3, "weights": "w.weights.h5"}')
+    assert TrainingRun(run).completed_epochs() == 3
+    assert TrainingRun(run, overwrite=True).completed_epochs() == 0
+    assert sorted(os.listdir(run)) == ["notes.txt"]  # only the run's own files go
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    with pytest.raises(ValueError, match="exists and is not a directory"):
+        TrainingRun(a_file)
+    assert a_file.read_text() == "keep me"
+    # A finished run without its backup cannot be continued, only started over.
+    (run / "model.keras").write_text("x")
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="without the backup/ needed to continue it"):
+        TrainingRun(run).status(epochs=2)
+
+
+def test_training_run_in_python_resumes_continues_and_refuses_nan(tmp_path):
+    """The guarantees of `kerasseq train`, for a Python user of TrainingRun."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from kerasseq.training import NonFiniteLossError, TrainingRun
+
+    def compiled():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        return model
+
+    x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    run = TrainingRun(tmp_path / "run")
+    assert run.status(epochs=2) == "new"
+    model = compiled()
+    run.fit(model, data, data, epochs=2, verbose=0)
+    run.finish(model, {"epochs": 2})
+    assert run.status(epochs=2) == "complete" and run.status(epochs=3) == "resume"
+    # Continuing: a fresh model picks up the backup; only the new epoch runs.
+    model = compiled()
+    history = run.fit(model, data, data, epochs=3, verbose=0)
+    assert history.epoch == [2]
+    assert read_history(run.history_path)["epoch"] == [0, 1, 2]
+    # A NaN loss: nothing of the broken epoch is recorded, the message says what is kept.
+    bad_x = x.copy()
+    bad_x[10] = np.nan  # batch 2
+    bad = tf.data.Dataset.from_tensor_slices((bad_x, y)).batch(8)
+    with pytest.raises(NonFiniteLossError, match="epoch 4, batch 2.*keeps the 3 finished epoch"):
+        run.fit(compiled(), bad, data, epochs=4, verbose=0)
+    assert read_history(run.history_path)["epoch"] == [0, 1, 2] and run.completed_epochs() == 3
+    # model.keras is never written with non-finite weights.
+    before = open(run.model_path, "rb").read()
+    model.layers[0].kernel.assign(np.full((3, 1), np.nan, "float32"))
+    with pytest.raises(ValueError, match="NaN or inf weights"):
+        run.finish(model, {})
+    assert open(run.model_path, "rb").read() == before
