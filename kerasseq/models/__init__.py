@@ -1,6 +1,7 @@
 """kerasseq models: functional encoder–decoders with the decoding contract."""
 
 from kerasseq.models.base import Seq2SeqModel
+from kerasseq.models.ensemble import Ensemble
 from kerasseq.models.rnn_seq2seq import RNNSeq2Seq, build_rnn_seq2seq
 from kerasseq.models.transformer_seq2seq import (
     TransformerSeq2Seq,
@@ -9,6 +10,7 @@ from kerasseq.models.transformer_seq2seq import (
 from kerasseq.models.translation import translate
 
 __all__ = [
+    "Ensemble",
     "RNNSeq2Seq",
     "Seq2SeqModel",
     "TransformerSeq2Seq",
