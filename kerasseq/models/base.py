@@ -96,6 +96,28 @@ class Seq2SeqModel(keras.Model):
         """The `TextTokenizer` of the target side, or `None` (ids only)."""
         return self.__dict__.get("_untracked_target_tokenizer")
 
+    # ------------------------------------------------------------ training
+    def train_step(self, data):
+        """Keras' training step; with several replicas, the exact distributed step.
+
+        Under a `tf.distribute` strategy with more than one replica the step
+        all-reduces before it clips and reports the global batch's loss
+        (`kerasseq.training.distribute.exact_train_step`), so it equals the
+        one-device step on the same global batch.
+        """
+        from kerasseq.training import distribute  # training code; imported on use
+
+        if distribute.uses_exact_step():
+            return distribute.exact_train_step(self, data)
+        return super().train_step(data)
+
+    def test_step(self, data):
+        from kerasseq.training import distribute
+
+        if distribute.uses_exact_step():
+            return distribute.exact_test_step(self, data)
+        return super().test_step(data)
+
     # ------------------------------------------------------------ contract
     def encode(self, source_ids):
         raise NotImplementedError

@@ -21,9 +21,26 @@ the token count summed over all replicas instead, so the global token-mean
 real (non-padding) tokens. See `docs/distributed.md`.
 
 Gradient clipping: the Keras optimizer clips (`clipnorm`, `clipvalue`,
-`global_clipnorm`) each replica's gradient *before* the all-reduce, so
-with clipping active a distributed step differs from a single-device step.
+`global_clipnorm`) each replica's gradient *before* its all-reduce. With
+several replicas, `Seq2SeqModel.train_step` calls `exact_train_step`
+instead: it all-reduces the gradients first, clips the *global* gradient
+exactly as the optimizer would on one device, and hands each replica a
+1/num_replicas share, so the optimizer's own clipping has nothing left to
+clip and its all-reduce sums the shares back to the clipped global gradient.
+The step is then the single-device step on the global batch. The price is a
+second all-reduce of the gradients, paid only when clipping (or mixed-precision
+loss scaling, whose finiteness check must see the global gradient) is on;
+`benchmarks/multi_worker.py` measures it.
+
+`MultiWorkerMirroredStrategy`: Keras 3's `fit` does not run under it (see
+`docs/distributed.md`); `kerasseq.training.DistributedTrainer` trains with a
+`fit`-like loop built on `strategy.run` and the same step.
 """
+
+import json
+import os
+
+import keras
 
 from kerasseq._validation import check_positive_int
 
@@ -68,6 +85,7 @@ def get_strategy(name="auto", devices=None):
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "multi_worker":
+        read_tf_config()  # a clear error for a missing or malformed TF_CONFIG
         return tf.distribute.MultiWorkerMirroredStrategy()
     return tf.distribute.get_strategy()
 
@@ -119,3 +137,236 @@ def pad_batches_to_multiple(dataset, multiple):
                 neutral_rows(target_in, count, START_ID)), padded_out  # (batch_size + count, ...)
 
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+# ------------------------------------------------------------ the exact step
+def _replica_context():
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()  # None in a cross-replica context
+    return context if context is not None and context.num_replicas_in_sync > 1 else None
+
+
+def clips_gradients(optimizer):
+    """True if the Keras optimizer clips its gradients (any of the three ways)."""
+    return any(getattr(optimizer, name, None) for name in ("clipnorm", "global_clipnorm", "clipvalue"))
+
+
+def loss_scale(optimizer):
+    """The factor `optimizer.scale_loss` multiplies the loss by (1 if none).
+
+    `keras.optimizers.LossScaleOptimizer` (what `compile` wraps the optimizer in
+    under `mixed_float16`) scales by its dynamic scale; any optimizer may have
+    a fixed `loss_scale_factor`.
+    """
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return keras.ops.cast(optimizer.dynamic_scale, "float32")
+    return getattr(optimizer, "loss_scale_factor", None) or 1.0
+
+
+def clip_like_optimizer(optimizer, gradients):
+    """Clip `gradients` the way `optimizer` clips before its update.
+
+    The same rules and formulas as Keras 3's optimizers: `clipnorm` clips each
+    variable's gradient to that L2 norm, else `global_clipnorm` scales all of
+    them by `min(1, clip / global_norm)` (NaN for a non-finite norm), else
+    `clipvalue` clips each element. `None` gradients stay `None`.
+    """
+    ops = keras.ops
+    clipnorm = getattr(optimizer, "clipnorm", None)
+    global_clipnorm = getattr(optimizer, "global_clipnorm", None)
+    clipvalue = getattr(optimizer, "clipvalue", None)
+    if clipnorm and clipnorm > 0:
+        def clip(values):
+            l2sum = ops.sum(ops.square(values), keepdims=True)
+            positive = l2sum > 0
+            l2norm = ops.where(positive, ops.sqrt(ops.where(positive, l2sum, ops.ones_like(l2sum))),
+                               l2sum)
+            return ops.multiply(values, clipnorm) / ops.maximum(l2norm, clipnorm)
+
+        return [None if g is None else clip(g) for g in gradients]
+    if global_clipnorm and global_clipnorm > 0:
+        present = [g for g in gradients if g is not None]
+        norm = ops.sqrt(ops.sum(ops.stack([ops.sum(ops.square(g)) for g in present])))
+        scale = global_clipnorm * ops.minimum(1.0 / norm, 1.0 / global_clipnorm) + (norm - norm)
+        return [None if g is None else g * scale for g in gradients]
+    if clipvalue and clipvalue > 0:
+        return [None if g is None else ops.clip(g, -clipvalue, clipvalue) for g in gradients]
+    return list(gradients)
+
+
+def _real_rows(y):
+    """Rows of a target batch with at least one real (non-padding) token."""
+    ops = keras.ops
+    return ops.sum(ops.cast(ops.any(ops.not_equal(y, 0), axis=-1), "float32"))
+
+
+def _loss_tracker(model):
+    for metric in model.metrics:
+        if metric.name == "loss":
+            return metric
+    return None
+
+
+def exact_train_step(model, data):
+    """One replica's share of a training step that equals the one-device step.
+
+    Runs inside `strategy.run` (Keras' `fit` under `MirroredStrategy`, or
+    `DistributedTrainer`). The loss of each replica is its share of the
+    global token-mean (`MaskedSparseCategoricalCrossentropy`); with clipping
+    or loss scaling the gradients are all-reduced, clipped as one gradient and
+    split back into equal shares before `optimizer.apply` (see the module
+    docstring). The reported loss is the global batch's loss, weighted by its
+    real rows as Keras weights a batch on one device, so neutral padding rows
+    (`pad_batches_to_multiple`, the trainer's filler batches) count for
+    nothing.
+
+    Returns:
+        The model's metric results on this replica (what Keras' `train_step`
+        returns; read `model.get_metrics_result()` in the cross-replica
+        context for the global values).
+    """
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    replicas = context.num_replicas_in_sync
+    optimizer = model.optimizer
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                  training=True)
+        scaled_loss = optimizer.scale_loss(loss)
+    variables = model.trainable_weights
+    gradients = tape.gradient(scaled_loss, variables)
+    if clips_gradients(optimizer) or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        if getattr(optimizer, "gradient_accumulation_steps", None):
+            raise ValueError(
+                "gradient_accumulation_steps with gradient clipping is not supported with several "
+                "replicas (the optimizer clips the accumulated gradient, not each step's)")
+        present = [i for i, g in enumerate(gradients) if g is not None]
+        # Dense (embedding gradients arrive as IndexedSlices): clipping needs whole tensors.
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                     [tf.convert_to_tensor(gradients[i]) for i in present])
+        total = [None] * len(gradients)
+        for i, g in zip(present, reduced, strict=True):
+            total[i] = g
+        scale = loss_scale(optimizer)
+        clipped = clip_like_optimizer(optimizer, [None if g is None else g / scale for g in total])
+        gradients = [None if g is None else g * (scale / replicas) for g in clipped]
+    tracker = _loss_tracker(model)
+    if tracker is not None:
+        global_loss = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stop_gradient(loss))
+        tracker.update_state(global_loss, sample_weight=_real_rows(y))
+    optimizer.apply(gradients, variables)
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def exact_test_step(model, data):
+    """One replica's share of an evaluation step (the global batch's loss)."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    y_pred = model(x, training=False)
+    loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+    tracker = _loss_tracker(model)
+    if tracker is not None:
+        global_loss = context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
+        tracker.update_state(global_loss, sample_weight=_real_rows(y))
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def uses_exact_step():
+    """True inside `strategy.run` with several replicas (where the exact step applies)."""
+    return _replica_context() is not None
+
+
+# ------------------------------------------------------------------ TF_CONFIG
+class ClusterConfigError(ValueError):
+    """`TF_CONFIG` is missing or does not describe a usable cluster."""
+
+
+def read_tf_config(environ=None):
+    """This process's place in a multi-worker cluster, from `TF_CONFIG`.
+
+    Returns:
+        A dict: `workers` (the number of training tasks: chief + workers),
+        `task_type`, `task_index`, `worker_index` (0 for the chief, chief first),
+        `is_chief`.
+
+    Raises:
+        ClusterConfigError: `TF_CONFIG` is unset, not JSON, or lacks a
+            `cluster` with workers or a `task` that is in it.
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("TF_CONFIG")
+    example = ('e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+               '"task": {"type": "worker", "index": 0}}\'')
+    if not text:
+        raise ClusterConfigError(
+            "--strategy multi_worker needs the TF_CONFIG environment variable on every worker, "
+            + example)
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ClusterConfigError(f"TF_CONFIG is not valid JSON ({error}); {example}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+        raise ClusterConfigError(f"TF_CONFIG has no 'cluster' object; {example}")
+    cluster, task = config["cluster"], config.get("task")
+    for task_type in ("chief", "worker"):
+        hosts = cluster.get(task_type, [])
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and ":" in h for h in hosts):
+            raise ClusterConfigError(
+                f"TF_CONFIG cluster[{task_type!r}] must be a list of 'host:port' strings. "
+                f"Received: {hosts!r}")
+    chiefs, workers = cluster.get("chief", []), cluster.get("worker", [])
+    if len(chiefs) > 1:
+        raise ClusterConfigError(f"TF_CONFIG lists {len(chiefs)} chiefs; at most one is allowed")
+    if not chiefs and not workers:
+        raise ClusterConfigError(f"TF_CONFIG cluster lists no 'worker' (or 'chief'); {example}")
+    if not isinstance(task, dict) or "type" not in task or "index" not in task:
+        raise ClusterConfigError(
+            f"TF_CONFIG needs a 'task' with 'type' and 'index' (this process). Received: {task!r}")
+    task_type, task_index = task["type"], task["index"]
+    if task_type not in ("chief", "worker"):
+        raise ClusterConfigError(
+            f"TF_CONFIG task type must be 'chief' or 'worker' for training. Received: {task_type!r}")
+    hosts = cluster.get(task_type, [])
+    if not isinstance(task_index, int) or isinstance(task_index, bool) or not 0 <= task_index < len(hosts):
+        raise ClusterConfigError(
+            f"TF_CONFIG task index {task_index!r} is not in cluster[{task_type!r}] "
+            f"({len(hosts)} entries)")
+    worker_index = task_index if task_type == "chief" else len(chiefs) + task_index
+    return {"workers": len(chiefs) + len(workers), "task_type": task_type,
+            "task_index": task_index, "worker_index": worker_index,
+            "is_chief": worker_index == 0}
+
+
+def local_tf_configs(num_workers):
+    """`TF_CONFIG` values for `num_workers` worker processes on this machine.
+
+    Each worker listens on a free localhost port (picked now; bind soon).
+    Give the i-th string to the i-th process as its `TF_CONFIG` environment
+    variable; worker 0 is the chief. For trying multi-worker training (and
+    for tests) on one machine.
+
+    Returns:
+        A list of `num_workers` JSON strings.
+    """
+    import socket
+
+    num_workers = check_positive_int("num_workers", num_workers)
+    sockets = []
+    try:
+        for _ in range(num_workers):
+            handle = socket.socket()
+            handle.bind(("localhost", 0))
+            sockets.append(handle)
+        ports = [handle.getsockname()[1] for handle in sockets]
+    finally:
+        for handle in sockets:
+            handle.close()
+    cluster = {"worker": [f"localhost:{port}" for port in ports]}
+    return [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
+            for i in range(num_workers)]

@@ -1,0 +1,324 @@
+"""`DistributedTrainer`: `fit` / `evaluate` on `strategy.run`, for strategies Keras 3 cannot `fit` under.
+
+Keras 3's `Model.fit` fails at the first step under
+`tf.distribute.MultiWorkerMirroredStrategy` ("Attempt to convert a value
+(PerReplica:{...}) ... to a Tensor"; keras-team/keras#20585). This trainer
+runs the same training step (`model.train_step`, which for a kerasseq model
+with several replicas is the exact distributed step of
+`kerasseq.training.distribute`) inside `strategy.run`, and drives the usual
+Keras callbacks (`History`, the progress bar, `CSVLogger`, `ModelCheckpoint`,
+`EarlyStopping`, `TensorBoard`, `BackupAndRestore`, ...) with the same logs
+as `fit`:
+
+    strategy = get_strategy("multi_worker")          # TF_CONFIG on every worker
+    with strategy.scope():
+        model = build_rnn_seq2seq(...)
+        model.compile(optimizer=..., loss=MaskedSparseCategoricalCrossentropy(), ...)
+    trainer = DistributedTrainer(model, strategy)
+    history = trainer.fit(sharded_dataset_fn(train_pairs, src, tgt, global_batch_size=64),
+                          validation_data=dev_dataset_fn, epochs=10, callbacks=[...])
+
+Data. `x` is either a `tf.data.Dataset` of *global* teacher-forcing batches
+(each worker reads all of it and keeps its slice of every batch, TensorFlow's
+`AutoShardPolicy.DATA`; batches are first padded with neutral rows to a
+multiple of the replicas, `pad_batches_to_multiple`), or a function
+`input_context -> Dataset` of *per-replica* batches, called once per worker
+(`strategy.distribute_datasets_from_function`), so each worker reads only its
+own shard (`sharded_dataset_fn`). Shards need not be even: the workers agree
+on the largest number of steps any of them has (counted once, at the start of
+`fit`), and a worker whose shard is done feeds *neutral batches* (one row
+with no real target token: zero loss, zero gradient, no accuracy count) until
+the others are done too. So uneven shards, bucketed batches of different
+shapes and a last partial batch never leave a worker waiting in an all-reduce
+that will not come. Every step function is traced once with unknown batch and
+length dimensions, so all workers build the same collective ops.
+
+Metrics and logs are global: the loss is the token-mean of the global batch,
+the metrics are summed over every replica before they are read, so every
+worker sees the same logs (and `EarlyStopping` stops them all at the same
+epoch).
+"""
+
+import math
+
+import keras
+
+from kerasseq._validation import check_positive_int
+
+
+def _neutral_batch(element_spec):
+    """One neutral teacher-forcing batch matching `element_spec` (see module docstring)."""
+    import tensorflow as tf
+
+    from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
+
+    try:
+        (source_spec, target_in_spec), target_out_spec = element_spec
+    except (TypeError, ValueError):
+        raise ValueError(
+            "DistributedTrainer expects batches ((source_ids, target_in_ids), target_out_ids) as "
+            f"built by kerasseq.data.make_dataset. Received element_spec: {element_spec!r}"
+        ) from None
+
+    def ids(spec, value):
+        return tf.fill([1, 1], tf.cast(value, spec.dtype))
+
+    return (ids(source_spec, END_ID), ids(target_in_spec, START_ID)), ids(target_out_spec, PAD_ID)
+
+
+def sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, global_batch_size, **dataset_args):
+    """A dataset function for `DistributedTrainer`: each worker batches its own shard.
+
+    Worker `i` of `n` (its `input_pipeline_id`) takes `pairs[i::n]` and batches
+    it with `kerasseq.data.make_dataset` at the per-replica batch size
+    `global_batch_size / num_replicas`.
+
+    Args:
+        pairs: list of `(source, target)` str pairs (the whole split; every
+            worker may load it, each keeps its shard).
+        source_tokenizer, target_tokenizer: the `TextTokenizer`s.
+        global_batch_size: int, examples per step over all replicas; must be
+            a multiple of the number of replicas.
+        **dataset_args: other `make_dataset` arguments (`shuffle`, `seed`,
+            `bucket_boundaries`, ...).
+
+    Returns:
+        A function `tf.distribute.InputContext -> tf.data.Dataset`.
+    """
+    from kerasseq.data import make_dataset
+
+    global_batch_size = check_positive_int("global_batch_size", global_batch_size)
+
+    def dataset_fn(input_context):
+        replicas = input_context.num_replicas_in_sync
+        if global_batch_size % replicas:
+            raise ValueError(
+                f"the global batch size ({global_batch_size}) must be a multiple of the number of "
+                f"replicas ({replicas}); e.g. --batch-size {replicas * max(1, global_batch_size // replicas)}")
+        shard = pairs[input_context.input_pipeline_id::input_context.num_input_pipelines]
+        return make_dataset(shard, source_tokenizer, target_tokenizer,
+                            batch_size=input_context.get_per_replica_batch_size(global_batch_size),
+                            **dataset_args)
+
+    return dataset_fn
+
+
+class DistributedTrainer:
+    """Train and evaluate a compiled model under a `tf.distribute` strategy with `strategy.run`.
+
+    Args:
+        model: a compiled Keras model (a kerasseq seq2seq model: its
+            `train_step` / `test_step` are exact under several replicas),
+            built and compiled inside `strategy.scope()`.
+        strategy: the `tf.distribute.Strategy` (default: the model's).
+
+    Raises:
+        ValueError: the model is not compiled, or its variables were not
+            created under `strategy.scope()`.
+    """
+
+    def __init__(self, model, strategy=None):
+        import tensorflow as tf
+
+        if not getattr(model, "compiled", False) or model.optimizer is None:
+            raise ValueError("DistributedTrainer needs a model compiled with an optimizer and a loss "
+                             "(call model.compile(...) inside strategy.scope())")
+        self.model = model
+        self.strategy = strategy or model.distribute_strategy
+        if model.weights and not self.strategy.extended.variable_created_in_scope(
+                model.weights[0].value):
+            raise ValueError(
+                "the model's variables were not created under this strategy: build and compile the "
+                "model inside `with strategy.scope():`")
+        self._train_function = None
+        self._test_function = None
+        self._jit_compile = bool(getattr(model, "jit_compile", False)) and tf.config.list_physical_devices("GPU") != []
+
+    # ----------------------------------------------------------------- data
+    def _distribute(self, data):
+        """`(distributed_dataset, local_steps)` for a Dataset or a dataset function."""
+        import tensorflow as tf
+
+        from kerasseq.training.distribute import pad_batches_to_multiple
+
+        strategy = self.strategy
+        if isinstance(data, tf.data.Dataset):
+            data = pad_batches_to_multiple(data, strategy.num_replicas_in_sync)
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+            data = data.with_options(options)
+            local_batches = _count_batches(data)  # global batches: the same on every worker
+            neutral = _neutral_batch(data.element_spec)
+            filler = tf.data.Dataset.from_tensors(neutral).map(
+                lambda x, y: ((tf.tile(x[0], [strategy.num_replicas_in_sync, 1]),
+                               tf.tile(x[1], [strategy.num_replicas_in_sync, 1])),
+                              tf.tile(y, [strategy.num_replicas_in_sync, 1]))).repeat()
+            endless = data.concatenate(filler).with_options(options)
+            return strategy.experimental_distribute_dataset(endless), local_batches
+        if not callable(data):
+            raise TypeError("x / validation_data must be a tf.data.Dataset of global batches or a "
+                            f"function input_context -> Dataset. Received: {type(data).__name__}")
+        counts = {}
+
+        def endless_fn(input_context):
+            dataset = data(input_context)
+            if not isinstance(dataset, tf.data.Dataset):
+                raise TypeError(f"the dataset function returned {type(dataset).__name__}, "
+                                "not a tf.data.Dataset")
+            counts[input_context.input_pipeline_id] = _count_batches(dataset)
+            filler = tf.data.Dataset.from_tensors(_neutral_batch(dataset.element_spec)).repeat()
+            return dataset.concatenate(filler)
+
+        distributed = strategy.distribute_datasets_from_function(endless_fn)
+        local_replicas = max(1, len(strategy.extended.worker_devices))
+        local_batches = sum(counts.values())
+        return distributed, math.ceil(local_batches / local_replicas)
+
+    def _agreed_steps(self, local_steps):
+        """The largest `local_steps` over all workers (a collective: every worker calls it)."""
+        return int(max_over_workers(self.strategy, local_steps))
+
+    # ------------------------------------------------------------ functions
+    def _make_function(self, step):
+        import tensorflow as tf
+
+        model, strategy = self.model, self.strategy
+        replica_step = tf.function(step, jit_compile=self._jit_compile, reduce_retracing=True)
+
+        def distributed_step(batch):
+            strategy.run(replica_step, args=(batch,))
+            return model.get_metrics_result()
+
+        return distributed_step
+
+    def _function(self, kind, element_spec):
+        import tensorflow as tf
+
+        name = f"_{kind}_function"
+        cached = getattr(self, name)
+        if cached is None or cached[0] != element_spec:
+            step = self.model.train_step if kind == "train" else self.model.test_step
+            # One trace with unknown shapes: every worker builds the same collectives.
+            function = tf.function(self._make_function(step), input_signature=[element_spec])
+            cached = (element_spec, function)
+            setattr(self, name, cached)
+        return cached[1]
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, x, validation_data=None, epochs=1, initial_epoch=0, callbacks=None,
+            verbose="auto", validation_freq=1):
+        """Train like `keras.Model.fit`; returns the `History` callback.
+
+        Args:
+            x: a `tf.data.Dataset` of global batches, or a function
+                `tf.distribute.InputContext -> Dataset` of per-replica batches
+                (see the module docstring and `sharded_dataset_fn`).
+            validation_data: the same kinds, or None.
+            epochs, initial_epoch, validation_freq: as in `fit`
+                (`BackupAndRestore` may move `initial_epoch` forward).
+            callbacks: list of `keras.callbacks.Callback`.
+            verbose: "auto" (= 1), 0, 1 or 2, as in `fit`.
+        """
+        model = self.model
+        epochs = check_positive_int("epochs", epochs)
+        verbose = 1 if verbose == "auto" else verbose
+        train_data, local_steps = self._distribute(x)
+        steps = self._agreed_steps(local_steps)
+        if steps == 0:
+            raise ValueError("the training data has no batch on any worker")
+        callbacks = keras.callbacks.CallbackList(
+            callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
+            epochs=epochs, steps=steps, model=model)
+        train_function = self._function("train", train_data.element_spec)
+        model.stop_training = False
+        callbacks.on_train_begin()
+        # BackupAndRestore (and kerasseq's atomic version) resumes by setting this.
+        initial_epoch = getattr(model, "_initial_epoch", None) or initial_epoch
+        logs = {}
+        training_logs = None
+        for epoch in range(initial_epoch, epochs):
+            model.reset_metrics()
+            callbacks.on_epoch_begin(epoch)
+            iterator = iter(train_data)
+            for step in range(steps):
+                callbacks.on_train_batch_begin(step)
+                logs = _to_floats(train_function(next(iterator)))
+                callbacks.on_train_batch_end(step, logs)
+                if model.stop_training:
+                    break
+            epoch_logs = dict(logs)
+            if validation_data is not None and (epoch + 1) % validation_freq == 0:
+                val_logs = self.evaluate(validation_data, verbose=0, _callbacks=callbacks)
+                epoch_logs.update({"val_" + name: value for name, value in val_logs.items()})
+            callbacks.on_epoch_end(epoch, epoch_logs)
+            training_logs = epoch_logs
+            if model.stop_training:
+                break
+        callbacks.on_train_end(logs=training_logs)
+        model._initial_epoch = None  # as fit leaves it (a later fit starts afresh)
+        return model.history
+
+    def evaluate(self, x, verbose="auto", callbacks=None, return_dict=True, _callbacks=None):
+        """Evaluate like `keras.Model.evaluate` (global loss and metrics).
+
+        Returns:
+            A dict `{metric name: float}` (`return_dict=False`: a list, loss first).
+        """
+        model = self.model
+        data, local_steps = self._distribute(x)
+        steps = self._agreed_steps(local_steps)
+        verbose = 1 if verbose == "auto" else verbose
+        if _callbacks is None:
+            callback_list = keras.callbacks.CallbackList(
+                callbacks, add_progbar=verbose != 0, verbose=verbose, epochs=1, steps=steps,
+                model=model)
+        else:
+            callback_list = _callbacks
+        test_function = self._function("test", data.element_spec)
+        model.reset_metrics()
+        callback_list.on_test_begin()
+        logs = {}
+        iterator = iter(data)
+        for step in range(steps):
+            callback_list.on_test_batch_begin(step)
+            logs = _to_floats(test_function(next(iterator)))
+            callback_list.on_test_batch_end(step, logs)
+        if not logs:
+            logs = _to_floats(model.get_metrics_result())
+        callback_list.on_test_end(logs)
+        return logs if return_dict else list(logs.values())
+
+
+def _to_floats(logs):
+    return {name: float(value) for name, value in logs.items()}
+
+
+def _count_batches(dataset):
+    import tensorflow as tf
+
+    cardinality = int(dataset.cardinality())
+    if cardinality == tf.data.INFINITE_CARDINALITY:
+        raise ValueError("DistributedTrainer needs finite datasets (one epoch each); got an "
+                         "infinite one (remove .repeat())")
+    if cardinality >= 0:
+        return cardinality
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
+def max_over_workers(strategy, value):
+    """The largest of every worker's `value` (an int), known to every worker.
+
+    A collective: every worker must call it at the same point.
+    """
+    import tensorflow as tf
+
+    if strategy.num_replicas_in_sync == 1:
+        return value
+    local = tf.constant([value], tf.int64)
+    per_replica = strategy.experimental_distribute_values_from_function(lambda _: local)
+    return int(tf.reduce_max(strategy.gather(per_replica, axis=0)))
+
+
+def min_over_workers(strategy, value):
+    """The smallest of every worker's `value` (an int), known to every worker (a collective)."""
+    return -max_over_workers(strategy, -value)
