@@ -1,5 +1,10 @@
 """Losses, metrics, schedules and callbacks for teacher-forced training."""
 
+from kerasseq.training.averaging import (
+    KeepLastCheckpoints,
+    average_checkpoints,
+    epoch_checkpoints,
+)
 from kerasseq.training.callbacks import (
     NonFiniteLossError,
     ScheduledSampling,
@@ -14,6 +19,7 @@ from kerasseq.training.run import TrainingRun
 from kerasseq.training.schedules import TransformerSchedule, transformer_optimizer
 
 __all__ = [
+    "KeepLastCheckpoints",
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
     "NonFiniteLossError",
@@ -23,6 +29,8 @@ __all__ = [
     "TrainingRun",
     "TransformerSchedule",
     "all_weights_finite",
+    "average_checkpoints",
+    "epoch_checkpoints",
     "teacher_forcing_probability",
     "transformer_optimizer",
 ]

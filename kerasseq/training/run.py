@@ -16,6 +16,7 @@ What `kerasseq train` guarantees, for a Python user too:
 | file | content |
 |---|---|
 | `backup/` | weights + optimizer state of the last finished epoch (kept) |
+| `checkpoints/` | `epoch_XXX.keras`, the last N epochs, with `keep_checkpoints=N` (`kerasseq.training.average_checkpoints`) |
 | `tokenizers.json` | the vocabularies the run was trained with |
 | `history.csv` | one row per finished epoch |
 | `best.keras` | the model of the best `val_loss` so far |
@@ -38,6 +39,7 @@ import shutil
 import keras
 
 from kerasseq._files import save_model_atomically, write_text_atomically
+from kerasseq.training.averaging import KeepLastCheckpoints, epoch_checkpoints
 from kerasseq.training.callbacks import (
     NonFiniteLossError,
     StopOnNonFiniteLoss,
@@ -53,6 +55,7 @@ from kerasseq.training.checkpoints import (
 
 RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
 BACKUP_DIR = "backup"
+CHECKPOINTS_DIR = "checkpoints"
 
 
 class TrainingRun:
@@ -94,11 +97,20 @@ class TrainingRun:
         return self.path("history.csv")
 
     def clear(self):
-        """Delete the run's own files (`RUN_FILES`, `backup/`), nothing else."""
+        """Delete the run's own files (`RUN_FILES`, `backup/`, the epoch
+        checkpoints of `checkpoints/`), nothing else."""
         for name in RUN_FILES:
             if os.path.isfile(self.path(name)) or os.path.islink(self.path(name)):
                 os.remove(self.path(name))
         shutil.rmtree(self.path(BACKUP_DIR), ignore_errors=True)
+        for path in self.epoch_checkpoints():
+            os.remove(path)
+        if os.path.isdir(self.path(CHECKPOINTS_DIR)) and not os.listdir(self.path(CHECKPOINTS_DIR)):
+            os.rmdir(self.path(CHECKPOINTS_DIR))
+
+    def epoch_checkpoints(self, last=None):
+        """The kept `checkpoints/epoch_XXX.keras` files, oldest first (see `fit`)."""
+        return epoch_checkpoints(self.path(CHECKPOINTS_DIR), last=last)
 
     def completed_epochs(self):
         """Epochs finished and backed up (0 for a new run)."""
@@ -150,24 +162,35 @@ class TrainingRun:
         return source_tokenizer, target_tokenizer
 
     # ---------------------------------------------------------- training
-    def callbacks(self, extra=()):
-        """`[StopOnNonFiniteLoss, CSVLogger, best.keras checkpoint, backup, *extra]`.
+    def callbacks(self, extra=(), keep_checkpoints=0):
+        """`[StopOnNonFiniteLoss, CSVLogger, best.keras checkpoint, (epoch
+        checkpoints,) backup, *extra]`.
 
+        With `keep_checkpoints=N` (N >= 1) the model of every epoch is saved
+        as `checkpoints/epoch_XXX.keras` and the newest N are kept
+        (`KeepLastCheckpoints`), for `kerasseq.training.average_checkpoints`.
         Also drops the `history.csv` rows of epochs that will run again.
         """
         truncate_history(self.history_path, self.completed_epochs())
+        epochs = ([KeepLastCheckpoints(self.path(CHECKPOINTS_DIR), keep=keep_checkpoints)]
+                  if keep_checkpoints else [])
         return [
             StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
             keras.callbacks.CSVLogger(self.history_path, append=True),
             AtomicModelCheckpoint(self.path("best.keras"), monitor="val_loss",
                                   save_best_only=True,
                                   initial_value_threshold=best_value(read_history(self.history_path))),
+            *epochs,  # before the backup: a recorded epoch always has its checkpoint
             self.backup,  # after the loggers: a recorded epoch always has its history row
             *extra,
         ]
 
-    def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=()):
+    def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
+            keep_checkpoints=0):
         """`model.fit` with the run's callbacks; resumes / continues from the backup.
+
+        `keep_checkpoints=N` keeps the models of the last N epochs in
+        `checkpoints/` (see `callbacks`).
 
         Raises:
             NonFiniteLossError: the loss became NaN or inf (nothing of that
@@ -177,7 +200,8 @@ class TrainingRun:
             # shuffle=False: datasets are shuffled by their pipeline; Keras
             # ignores (and warns about) `shuffle` for a tf.data.Dataset.
             return model.fit(train_data, validation_data=validation_data, epochs=epochs,
-                             callbacks=self.callbacks(callbacks), verbose=verbose, shuffle=False)
+                             callbacks=self.callbacks(callbacks, keep_checkpoints),
+                             verbose=verbose, shuffle=False)
         except NonFiniteLossError as error:
             finished = self.completed_epochs()
             kept = (f"the {finished} finished epoch(s) (backup and history.csv)"
