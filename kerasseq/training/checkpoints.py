@@ -55,10 +55,32 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         delete_checkpoint: bool, remove `backup_dir` when `fit` ends. Pass
             False when something must still happen after `fit` (saving the
             final model) and remove it yourself afterwards.
+        keep_previous: bool, also keep the backup before the last one
+            (multi-worker runs: a worker killed while the others commit epoch
+            E+1 has committed E, so the workers can always agree on one epoch
+            that every one of them holds; see `resume_epoch`).
+
+    Attributes:
+        resume_epoch: None (resume at the last backup) or an epoch number
+            that `on_train_begin` restores instead: the last or, with
+            `keep_previous`, the one before.
     """
 
-    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True):
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, keep_previous=False):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint)
+        self.keep_previous = bool(keep_previous)
+        self.resume_epoch = None
+
+    def backed_up_epochs(self):
+        """`{epoch: weights file name}` of the backups on disk (last, and previous if kept)."""
+        metadata = self.read_metadata()
+        if metadata is None:
+            return {}
+        epochs = {int(metadata["epoch"]): metadata["weights"]}
+        previous = metadata.get("previous")
+        if previous and os.path.exists(os.path.join(self.backup_dir, previous["weights"])):
+            epochs[int(previous["epoch"])] = previous["weights"]
+        return epochs
 
     # Keras calls `_load_model` from `on_train_begin` and `_save_model` at the
     # end of every epoch (or every `save_freq` batches); both are overridden.
@@ -84,13 +106,20 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                 "AtomicBackupAndRestore needs a built model before fit(). "
                 f"Received: an unbuilt model {self.model.name!r}"
             )
-        metadata = self.read_metadata()
-        if metadata is None:
+        epochs = self.backed_up_epochs()
+        epoch = max(epochs, default=0) if self.resume_epoch is None else int(self.resume_epoch)
+        if epoch == 0:
             return
+        if epoch not in epochs:
+            raise ValueError(
+                f"{self.backup_dir!r} holds no backup of epoch {epoch} (it holds epochs "
+                f"{sorted(epochs) or 'none'}); the workers of a multi-worker run must share one "
+                "run directory layout and be restarted together")
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
-        self.model.load_weights(os.path.join(self.backup_dir, metadata["weights"]))
-        self.model._initial_epoch = int(metadata["epoch"])  # how Keras's own callback resumes
+        self.model.load_weights(os.path.join(self.backup_dir, epochs[epoch]))
+        self.model._initial_epoch = epoch  # how Keras's own callback resumes
+        self._current_epoch = epoch
 
     def _save_model(self):
         os.makedirs(self.backup_dir, exist_ok=True)
@@ -99,9 +128,18 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
                             path, suffix=".weights.h5")
         metadata = {"epoch": self._current_epoch, "batch": self._last_batch_seen, "weights": name}
+        keep = {name}
+        last = self.read_metadata() if self.keep_previous else None
+        if last is not None and last["weights"] != name:
+            # The previous *epoch*: a mid-epoch backup (`save_freq` batches) carries it forward.
+            previous = ({"epoch": int(last["epoch"]), "weights": last["weights"]}
+                        if int(last["epoch"]) < self._current_epoch else last.get("previous"))
+            if previous:
+                metadata["previous"] = previous
+                keep.add(previous["weights"])
         write_text_atomically(self._training_metadata_path, json.dumps(metadata))
         for other in os.listdir(self.backup_dir):
-            if other.endswith(".weights.h5") and other != name:
+            if other.endswith(".weights.h5") and other not in keep:
                 os.remove(os.path.join(self.backup_dir, other))
 
 

@@ -21,6 +21,16 @@ What `kerasseq train` guarantees, for a Python user too:
 | `history.csv` | one row per finished epoch |
 | `best.keras` | the model of the best `val_loss` so far |
 | `model.keras`, `summary.json` | written when the requested epochs are done |
+| `backup-worker-{i}/` | worker i's backup (multi-worker runs, i >= 1) |
+
+Multi-worker runs (`strategy=` a `tf.distribute.MultiWorkerMirroredStrategy`,
+every worker running the same code with the same `output_dir`, shared or
+not): only the chief (worker 0) writes the files above; worker i writes
+nothing but its own `backup-worker-{i}/`, so on a shared file system nothing
+of the chief's is clobbered. Every backup keeps the last two epochs. On a
+restart the workers agree (a collective) on the last epoch *all* of them
+backed up, restore it and go on from there: no epoch is lost or run twice,
+whichever worker died and when.
 
 Example:
 
@@ -55,6 +65,13 @@ from kerasseq.training.checkpoints import (
 
 RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
 BACKUP_DIR = "backup"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def _is_multi_worker(strategy):
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 CHECKPOINTS_DIR = "checkpoints"
 
 
@@ -64,13 +81,24 @@ class TrainingRun:
     Args:
         output_dir: str or path-like; created if missing.
         overwrite: bool; True deletes the run's own files first (start over).
+        strategy: optional `tf.distribute.Strategy`. A
+            `MultiWorkerMirroredStrategy` makes this a multi-worker run (see
+            above; `TF_CONFIG` says which worker this process is), and `fit`
+            then trains with `DistributedTrainer`.
 
     Raises:
         ValueError: `output_dir` exists and is not a directory, or cannot be
             created.
     """
 
-    def __init__(self, output_dir, overwrite=False):
+    def __init__(self, output_dir, overwrite=False, strategy=None):
+        self.strategy = strategy
+        self.worker_index, self.num_workers = 0, 1
+        if strategy is not None and _is_multi_worker(strategy):
+            from kerasseq.training.distribute import read_tf_config
+
+            cluster = read_tf_config()
+            self.worker_index, self.num_workers = cluster["worker_index"], cluster["workers"]
         self.output_dir = os.fspath(output_dir)
         if os.path.lexists(self.output_dir) and not os.path.isdir(self.output_dir):
             raise ValueError(f"--output-dir {self.output_dir!r} exists and is not a directory")
@@ -82,7 +110,19 @@ class TrainingRun:
             ) from None
         if overwrite:
             self.clear()
-        self.backup = AtomicBackupAndRestore(self.path(BACKUP_DIR), delete_checkpoint=False)
+        backup_dir = BACKUP_DIR if self.is_chief else f"{BACKUP_DIR}-worker-{self.worker_index}"
+        self.backup = AtomicBackupAndRestore(self.path(backup_dir), delete_checkpoint=False,
+                                             keep_previous=self.multi_worker)
+        self._agreed_epochs = None
+
+    @property
+    def is_chief(self):
+        """True for the process that writes the run's files (always, on one machine)."""
+        return self.worker_index == 0
+
+    @property
+    def multi_worker(self):
+        return self.num_workers > 1 or (self.strategy is not None and _is_multi_worker(self.strategy))
 
     # ------------------------------------------------------------- files
     def path(self, name):
@@ -127,7 +167,7 @@ class TrainingRun:
             ValueError: a finished run without the backup needed to continue it.
         """
         completed = self.completed_epochs()
-        if self.is_finished():
+        if self.is_finished():  # (both collectives in a multi-worker run, in this order)
             if completed == 0:
                 raise ValueError(
                     f"{self.output_dir!r} holds a finished run without the backup/ needed to "
@@ -143,6 +183,9 @@ class TrainingRun:
             ValueError: resuming with data whose vocabularies differ.
         """
         path = self.path("tokenizers.json")
+        if not self.is_chief:
+            # Built by every worker from the same data: the chief's, which it saves.
+            return source_tokenizer, target_tokenizer
         if self.completed_epochs() and os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
                 saved = [keras.saving.deserialize_keras_object(config)
@@ -171,7 +214,10 @@ class TrainingRun:
         (`KeepLastCheckpoints`), for `kerasseq.training.average_checkpoints`.
         Also drops the `history.csv` rows of epochs that will run again.
         """
-        truncate_history(self.history_path, self.completed_epochs())
+        completed = self.completed_epochs()
+        if not self.is_chief:  # writes nothing of the run's: its own backup only
+            return [StopOnNonFiniteLoss(), self.backup, *extra]
+        truncate_history(self.history_path, completed)
         epochs = ([KeepLastCheckpoints(self.path(CHECKPOINTS_DIR), keep=keep_checkpoints)]
                   if keep_checkpoints else [])
         return [
@@ -197,13 +243,21 @@ class TrainingRun:
                 epoch was written; the message says what the run keeps).
         """
         try:
+            if self.multi_worker:
+                from kerasseq.training.trainer import DistributedTrainer
+
+                # Keras 3's fit cannot run under MultiWorkerMirroredStrategy.
+                return DistributedTrainer(model, self.strategy).fit(
+                    train_data, validation_data=validation_data, epochs=epochs,
+                    callbacks=self.callbacks(callbacks, keep_checkpoints),
+                    verbose=verbose if self.is_chief else 0)
             # shuffle=False: datasets are shuffled by their pipeline; Keras
             # ignores (and warns about) `shuffle` for a tf.data.Dataset.
             return model.fit(train_data, validation_data=validation_data, epochs=epochs,
                              callbacks=self.callbacks(callbacks, keep_checkpoints),
                              verbose=verbose, shuffle=False)
         except NonFiniteLossError as error:
-            finished = self.completed_epochs()
+            finished = self.backup.completed_epochs()
             kept = (f"the {finished} finished epoch(s) (backup and history.csv)"
                     if finished else "no finished epoch")
             raise NonFiniteLossError(
@@ -217,9 +271,14 @@ class TrainingRun:
         Returns:
             The summary dict written (with `history` of all epochs).
 
+        In a multi-worker run only the chief writes; the other workers return
+        the summary without writing anything.
+
         Raises:
             ValueError: the model holds NaN or inf weights (nothing written).
         """
+        if not self.is_chief:
+            return {**summary, "history": {}}
         if not all_weights_finite(model):
             raise ValueError("training ended with NaN or inf weights; model.keras was not written")
         save_model_atomically(model, self.model_path)

@@ -230,6 +230,9 @@ class DistributedTrainer:
             callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
             epochs=epochs, steps=steps, model=model)
         train_function = self._function("train", train_data.element_spec)
+        if not model.optimizer.built:  # mirrored optimizer state (before a backup restores it)
+            with self.strategy.scope():
+                model.optimizer.build(model.trainable_variables)
         model.stop_training = False
         callbacks.on_train_begin()
         # BackupAndRestore (and kerasseq's atomic version) resumes by setting this.
