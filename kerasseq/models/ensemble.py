@@ -104,10 +104,10 @@ class Ensemble(Seq2SeqModel):
         kwargs.setdefault("name", "ensemble")
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
-        log_probs = average_log_probs([
-            ops.log_softmax(ops.cast(member([source_ids, target_in_ids]), "float32"), axis=-1)
-            for member in members
-        ])  # (batch_size, target_length, target_vocab_size)
+        # One layer runs the members, so members may share a name (two
+        # `model.keras` files of the same recipe), which a functional graph forbids.
+        log_probs = MemberAverage(members, name="member_average")(source_ids, target_in_ids)
+        # (batch_size, target_length, target_vocab_size)
         super().__init__(inputs=[source_ids, target_in_ids], outputs=log_probs, **kwargs)
         self.members = list(members)
 
@@ -216,6 +216,34 @@ class Ensemble(Seq2SeqModel):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class MemberAverage(keras.layers.Layer):
+    """The teacher-forced ensemble: every member's logits, averaged in probability space.
+
+    Call arguments:
+        source_ids: int `(batch_size, source_length)`.
+        target_in_ids: int `(batch_size, target_length)`.
+
+    Returns:
+        float32 log-probabilities `(batch_size, target_length, target_vocab_size)`.
+    """
+
+    def __init__(self, members, **kwargs):
+        super().__init__(dtype="float32", **kwargs)
+        self.members = list(members)
+        self.built = True
+
+    def call(self, source_ids, target_in_ids, training=None):
+        return average_log_probs([
+            ops.log_softmax(ops.cast(member([source_ids, target_in_ids], training=training),
+                                     "float32"), axis=-1)
+            for member in self.members
+        ])
+
+    def compute_output_shape(self, source_ids_shape, target_in_ids_shape):
+        vocab_size = getattr(self.members[0], "target_vocab_size", None)
+        return tuple(target_in_ids_shape) + (vocab_size,)
 
 
 def average_log_probs(log_probs):

@@ -198,3 +198,19 @@ def test_exported_ensemble_translates_without_kerasseq(members, tmp_path):
     assert served["translations"] == expected
     np.testing.assert_allclose(served["scores"], expected_scores, atol=1e-4)
     assert served["translation"] == [nbest[0] for nbest in expected]
+
+
+def test_copies_of_one_model_share_a_name_and_equal_the_model(members, source_ids, tmp_path):
+    """Two loads of one `.keras` file (same layer names) ensemble like the model itself."""
+    rnn, _, words = members
+    path = str(tmp_path / "rnn.keras")
+    rnn.save(path)
+    copies = Ensemble([keras.models.load_model(path), keras.models.load_model(path)])
+    assert copies.members[0].name == copies.members[1].name
+    ours = copies.generate(source_ids, method="beam", num_beams=3)
+    reference = rnn.generate(source_ids, method="beam", num_beams=3)
+    np.testing.assert_array_equal(ours[0], reference[0])
+    np.testing.assert_allclose(ours[1], reference[1], atol=1e-5)
+    copies.save(str(tmp_path / "copies.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "copies.keras"))
+    assert loaded.translate(words[:4]) == rnn.translate(words[:4])
