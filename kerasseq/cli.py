@@ -1,13 +1,10 @@
-"""The `kerasseq` command line: train, translate, evaluate, demo, export, average.
+"""The `kerasseq` command line: train, translate, evaluate, demo, export.
 
     kerasseq train --dataset cmudict --model rnn --epochs 10 --output-dir runs/g2p
     kerasseq translate runs/g2p hello world --beam 4
     kerasseq export runs/g2p runs/g2p_export --beam 4
     kerasseq translate runs/g2p_export hello world
     kerasseq evaluate runs/g2p --split dev
-    kerasseq train ... --keep-checkpoints 5 --output-dir runs/g2p
-    kerasseq average runs/g2p/averaged.keras runs/g2p        # its last 5 epochs
-    kerasseq translate runs/g2p/model.keras,runs/g2p_b/model.keras hello   # an ensemble
     kerasseq demo
 
 Every command exits with 0 on success, 2 on bad arguments or unusable inputs
@@ -96,17 +93,41 @@ def _split_tsv(pairs, split):
     return [pair for i, pair in enumerate(pairs) if index_split[split](i)]
 
 
-def _tokenizers_for(dataset, pairs):
-    from kerasseq.data import TextTokenizer
+def _tokenizers_for(dataset, pairs, tokenizer="default", vocabulary_size=None):
+    """`(source_tokenizer, target_tokenizer)` learned on the training `pairs`.
 
+    `tokenizer` is `--tokenizer`: "default" (characters → phonemes for
+    CMUdict, lower-cased words for TSV and TFDS data) or "wordpiece"
+    (`kerasseq.data.WordPieceTextTokenizer` on both sides, case-folded except
+    CMUdict's phonemes). `vocabulary_size` is `--vocabulary-size`: the most
+    ids per side, reserved ones included (default: 8000 for WordPiece, no
+    limit otherwise).
+    """
+    from kerasseq.data import TextTokenizer, WordPieceTextTokenizer
+
+    if vocabulary_size is not None and vocabulary_size <= 4:
+        raise CLIError(f"--vocabulary-size must be > 4 (it counts the 4 reserved ids). "
+                       f"Received: {vocabulary_size}")
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    if tokenizer == "wordpiece":
+        size = {"max_tokens": vocabulary_size} if vocabulary_size else {}
+        return (WordPieceTextTokenizer.from_texts(sources, lowercase=True, name="source_tokenizer",
+                                                  **size),
+                WordPieceTextTokenizer.from_texts(targets, lowercase=dataset != "cmudict",
+                                                  name="target_tokenizer", **size))
+    if tokenizer != "default":
+        raise CLIError(f"--tokenizer must be 'default' or 'wordpiece'. Received: {tokenizer!r}")
     if dataset == "cmudict":
         # G2P is case-insensitive: "Hello" and "HELLO" read as "hello" (the
         # tokenizer lowercases inside the model, its exports included).
-        return (TextTokenizer.from_texts([s for s, _ in pairs], split="character", lowercase=True,
-                                         name="source_tokenizer"),
-                TextTokenizer.from_texts([t for _, t in pairs], split="whitespace", name="target_tokenizer"))
-    return (TextTokenizer.from_texts([s for s, _ in pairs], split="word", lowercase=True, name="source_tokenizer"),
-            TextTokenizer.from_texts([t for _, t in pairs], split="word", lowercase=True, name="target_tokenizer"))
+        return (TextTokenizer.from_texts(sources, split="character", lowercase=True,
+                                         max_tokens=vocabulary_size, name="source_tokenizer"),
+                TextTokenizer.from_texts(targets, split="whitespace", max_tokens=vocabulary_size,
+                                         name="target_tokenizer"))
+    return (TextTokenizer.from_texts(sources, split="word", lowercase=True,
+                                     max_tokens=vocabulary_size, name="source_tokenizer"),
+            TextTokenizer.from_texts(targets, split="word", lowercase=True,
+                                     max_tokens=vocabulary_size, name="target_tokenizer"))
 
 
 # -------------------------------------------------------------------- model
@@ -146,17 +167,10 @@ def make_optimizer(args):
 
 
 def load_model(path):
-    """The kerasseq model of a `.keras` file or a run directory (its `model.keras`).
-
-    A comma-separated list of them (`a.keras,b.keras`) loads each and returns
-    one `kerasseq.models.Ensemble` (a path that exists is never split).
-    """
     import keras
 
     import kerasseq.models  # noqa: F401  (registers the classes)
 
-    if "," in path and not os.path.exists(path):
-        return load_ensemble([part.strip() for part in path.split(",") if part.strip()])
     model_file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
     if not os.path.exists(model_file):
         raise CLIError(f"no kerasseq model at {path!r} (expected a .keras file or a directory "
@@ -170,21 +184,6 @@ def load_model(path):
     if not hasattr(model, "decode_step"):
         raise CLIError(f"{model_file!r} is a Keras model but not a kerasseq seq2seq model")
     return model
-
-
-def load_ensemble(paths):
-    """One `kerasseq.models.Ensemble` of the models at `paths` (one path: that model)."""
-    from kerasseq.models import Ensemble
-
-    if not paths:
-        raise CLIError("no model given: expected MODEL or MODEL_A,MODEL_B,...")
-    models = [load_model(path) for path in paths]
-    if len(models) == 1:
-        return models[0]
-    try:
-        return Ensemble(models)
-    except (TypeError, ValueError) as error:
-        raise CLIError(f"cannot ensemble {','.join(paths)}: {_first_line(error)}") from None
 
 
 def _slow_batches_callback(seconds):
@@ -246,7 +245,8 @@ def train(args):
                                            on_bad_line)
     try:
         source_tokenizer, target_tokenizer = run.tokenizers(
-            *_tokenizers_for(args.dataset, train_pairs))
+            *_tokenizers_for(args.dataset, train_pairs, getattr(args, "tokenizer", "default"),
+                             getattr(args, "vocabulary_size", None)))
     except ValueError as error:
         raise CLIError(str(error)) from None
     strategy = get_strategy(getattr(args, "strategy", "default"))
@@ -268,8 +268,7 @@ def train(args):
     started = time.time()
     try:
         history = run.fit(model, train_data, dev_data, epochs=args.epochs,
-                          verbose=args.verbose, callbacks=extra,
-                          keep_checkpoints=getattr(args, "keep_checkpoints", None) or 0)
+                          verbose=args.verbose, callbacks=extra)
     except NonFiniteLossError as error:
         raise CLIError(str(error)) from None
     summary = {"train_seconds": round(time.time() - started, 1), "epochs": args.epochs,
@@ -518,50 +517,6 @@ def command_export(args):
     print(f"exported {path} (method={method}, num_beams={num_beams if method == 'beam' else 1}); signatures: "
           "serving_default (text -> translation, score), "
           "translate_nbest (text -> translations, scores)")
-
-
-def average_inputs(inputs, last=None):
-    """The `.keras` checkpoints named by `kerasseq average`'s inputs, in order.
-
-    A `.keras` file is itself; a directory is a training run (its
-    `checkpoints/epoch_XXX.keras`, see `train --keep-checkpoints`) or a
-    directory of `epoch_XXX.keras` files. `last` keeps the last N of them.
-    """
-    from kerasseq.training import epoch_checkpoints
-
-    paths = []
-    for item in inputs:
-        if os.path.isdir(item):
-            found = (epoch_checkpoints(os.path.join(item, "checkpoints"))
-                     or epoch_checkpoints(item))
-            if not found:
-                raise CLIError(f"{item!r} holds no epoch_XXX.keras checkpoints (nor does its "
-                               "checkpoints/); train with --keep-checkpoints N")
-            paths.extend(found)
-        elif os.path.isfile(item):
-            paths.append(item)
-        else:
-            raise CLIError(f"no checkpoint at {item!r} (expected a .keras file or a run directory)")
-    return paths[-last:] if last else paths
-
-
-def command_average(args):
-    """`kerasseq average OUT.keras IN.keras ... | RUN_DIR`: one model, the mean of the weights."""
-    from kerasseq._files import save_model_atomically
-    from kerasseq.training import average_checkpoints
-
-    if not args.output.endswith(".keras"):
-        raise CLIError(f"OUTPUT must be a .keras file. Received: {args.output!r}")
-    if os.path.isdir(args.output):
-        raise CLIError(f"OUTPUT {args.output!r} is a directory")
-    if os.path.exists(args.output) and not args.overwrite:
-        raise CLIError(f"{args.output!r} already exists; pass --overwrite to replace it")
-    paths = average_inputs(args.checkpoints, args.last)
-    model = average_checkpoints(paths)
-    save_model_atomically(model, args.output)
-    print(f"averaged {len(paths)} checkpoint(s) into {args.output}:")
-    for path in paths:
-        print(f"  {path}")
 
 
 def command_demo(args):

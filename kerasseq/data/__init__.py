@@ -1,5 +1,6 @@
-"""Text data for kerasseq: tokenizers, the embedded CMUdict G2P dataset, TSV
-sentence pairs and teacher-forcing `tf.data` pipelines."""
+"""Text data for kerasseq: tokenizers (characters, words, WordPiece subwords),
+the embedded CMUdict G2P dataset, TSV sentence pairs and teacher-forcing
+`tf.data` pipelines."""
 
 from kerasseq.data.cmudict import (
     entries_to_pairs,
@@ -21,6 +22,7 @@ from kerasseq.data.tokenizer import (
     TextTokenizer,
 )
 from kerasseq.data.tsv import load_tsv_pairs
+from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
 
 __all__ = [
     "END_ID",
@@ -33,6 +35,7 @@ __all__ = [
     "UNK_ID",
     "UNK_TOKEN",
     "TextTokenizer",
+    "WordPieceTextTokenizer",
     "entries_to_pairs",
     "load_cmudict",
     "load_cmudict_tokenizers",

@@ -1,0 +1,464 @@
+"""`WordPieceTextTokenizer`: subword ids from keras-hub's WordPiece, with kerasseq's reserved ids.
+
+WordPiece (Schuster & Nakajima 2012; Wu et al. 2016, the GNMT paper) splits
+every word into the longest pieces found in a vocabulary, left to right; a
+piece that continues a word carries the prefix `##`:
+
+    "Ablösung" -> ["ab", "##lös", "##ung"]
+
+so a few thousand pieces cover every word of a language (a word that no
+sequence of pieces can spell becomes one `[UNK]`). The work is done by
+keras-hub: `keras_hub.tokenizers.compute_word_piece_vocabulary` learns the
+vocabulary (`adapt`), `keras_hub.tokenizers.WordPieceTokenizer` (TensorFlow
+Text's `FastWordpieceTokenizer` underneath) splits text and joins pieces back.
+This class gives it the interface of `kerasseq.data.TextTokenizer`: ids 0-3
+are `[PAD]`, `[UNK]`, `[START]`, `[END]`, the pieces start at id 4, and
+`encode` / `detokenize` / `decode_to_strings` / `get_config` behave the same,
+so models, `make_dataset`, `translate`, the CLI and `export_translator` take
+either tokenizer.
+
+The ops of TensorFlow Text run inside the tokenizer, so a SavedModel written
+by `kerasseq.export.export_translator` for a model with a WordPiece tokenizer
+needs `import tensorflow_text` before `tf.saved_model.load` (it still needs no
+kerasseq).
+"""
+
+import collections
+import types
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasseq.data.tokenizer import (
+    PAD_ID,
+    RESERVED_TOKENS,
+    UNK_ID,
+    UNK_TOKEN,
+    TextTokenizer,
+    _to_string_tensor,
+)
+
+SUFFIX_INDICATOR = "##"
+DEFAULT_MAX_TOKENS = 8000
+_ADAPT_BATCH_SIZE = 1024
+
+# How `detokenize` puts punctuation back, applied in this order to the words
+# joined by single spaces (WordPiece splits off every punctuation mark, so the
+# original spacing is lost; these rules restore the usual one). RE2 syntax.
+_NUMBER_SEPARATOR = (r"(\pN) ([.,:]) (\pN)", r"\1\2\3")  # "3 . 5" -> "3.5"
+_INSIDE_WORD = (r"([\pL\pN]) ([-'’]) ([\pL\pN])", r"\1\2\3")  # "don ' t" -> "don't"
+_PUNCTUATION_RULES = (
+    _NUMBER_SEPARATOR,
+    _INSIDE_WORD,
+    _INSIDE_WORD,  # twice: "a - b - c" overlaps, one pass joins every other mark
+    (r" ([.,!?;:%]|\p{Pe})", r"\1"),  # no space before . , ! ? ; : % ) ] }
+    (r"(\p{Ps}) ", r"\1"),  # no space after ( [ {
+    (r"^##(\S)", r"\1"),  # a text that starts with a continuation piece
+)
+
+
+def _keras_hub():
+    """keras-hub, imported on first use (it takes about half a second)."""
+    import keras_hub
+
+    return keras_hub
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class WordPieceTextTokenizer(keras.layers.Layer):
+    """WordPiece subwords to integer ids and back, with kerasseq's reserved ids.
+
+    Text is cut into words and punctuation marks (every punctuation mark and
+    every CJK character is a word of its own; whitespace is dropped), and each
+    word into the longest vocabulary pieces, left to right (Wu et al. 2016,
+    section 4.1): `"Ablösung"` -> `["ab", "##lös", "##ung"]`. A word that the
+    pieces cannot spell becomes a single `[UNK]`. The splitting is
+    keras-hub's `WordPieceTokenizer`; its vocabulary is kerasseq's four
+    reserved tokens followed by `vocabulary`, so its ids *are* kerasseq ids:
+
+    | id  | token                                   |
+    |-----|-----------------------------------------|
+    | 0-3 | `[PAD]`, `[UNK]`, `[START]`, `[END]`    |
+    | 4-  | `vocabulary[0]`, `vocabulary[1]`, ...   |
+
+    `encode` never adds `[START]` or `[END]` (as `TextTokenizer`). Everything
+    runs as TensorFlow ops (TensorFlow Text's `FastWordpieceTokenizer`), so the
+    tokenizer works eagerly, inside `tf.data`, inside a `tf.function` and in
+    an exported SavedModel, which then needs `import tensorflow_text` before
+    loading.
+
+    `detokenize` reads each row up to its first `[END]`, glues every `##`
+    piece to the piece before it, joins the words with one space, and puts
+    punctuation back where English and German put it: no space before
+    `. , ! ? ; : %` and closing brackets, none after opening brackets, none
+    around `-`, `'` or `’` between two letters or digits, none around `.`,
+    `,` or `:` between two digits. `"I don't think so, really."` comes back
+    as it was (lower-cased with `lowercase=True`); text spaced otherwise comes
+    back with this spacing.
+
+    Args:
+        vocabulary: list of str, the pieces without the reserved tokens, in id
+            order (the first gets id 4); continuation pieces start with `##`.
+            `None` to learn it later with `adapt`. Empty, duplicate, reserved
+            and whitespace-holding pieces are errors, and so is an empty list.
+        lowercase: bool, default `False`. Case-fold every text (TensorFlow
+            Text's `case_fold_utf8`, NFKC case folding: `"Größe"` ->
+            `"grösse"`) before it is split, in `adapt` as well as in `encode`.
+        strip_accents: bool, default `False`. Remove accents (`"é"` -> `"e"`)
+            before splitting, in `adapt` and in `encode`.
+        max_length: optional int >= 1. `encode` keeps only the first
+            `max_length` pieces of each text.
+        **kwargs: passed to `keras.layers.Layer` (`name`, ...).
+
+    Call arguments:
+        texts: a str, a list of str, or a `tf.string` tensor of shape `()` or
+            `(batch_size,)`.
+
+    Returns:
+        Same as `encode`: a `tf.RaggedTensor` of int32 ids of shape
+        `(batch_size, None)` for a batch, a dense `(length,)` tensor for a
+        single string.
+
+    Example:
+
+    >>> tokenizer = WordPieceTextTokenizer(["the", "cat", "sat", "s", "##at", "##s"])
+    >>> tokenizer.encode(["the cats sat.", "the dog"]).to_list()
+    [[4, 5, 9, 6, 1], [4, 1]]
+    >>> tokenizer.decode_to_strings([[2, 4, 7, 8, 9, 3, 0]])
+    ['the sats']
+    """
+
+    def __init__(
+        self,
+        vocabulary=None,
+        lowercase=False,
+        strip_accents=False,
+        max_length=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("lowercase", lowercase), ("strip_accents", strip_accents)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
+        ):
+            raise ValueError(
+                f"`max_length` must be None or an int >= 1. Received: max_length={max_length!r}"
+            )
+        self.lowercase = bool(lowercase)
+        self.strip_accents = bool(strip_accents)
+        self.max_length = max_length
+        self._vocabulary = None  # tuple of str; a tuple so Keras does not track it
+        # The keras-hub tokenizer and the compiled functions around it are kept
+        # out of Keras' tracking: they hold no variable or lookup table (the
+        # WordPiece model is a constant), and the config rebuilds them.
+        self._python = types.SimpleNamespace(word_piece=None, tokenize=None, detokenize=None)
+        if vocabulary is not None:
+            self.set_vocabulary(vocabulary)
+        self.built = True
+
+    # ------------------------------------------------------------------
+    # Vocabulary
+    # ------------------------------------------------------------------
+    def set_vocabulary(self, vocabulary):
+        """Replace the vocabulary (pieces without the reserved tokens, in id order).
+
+        Args:
+            vocabulary: list of str. The first piece gets id 4.
+        """
+        pieces = _check_vocabulary(vocabulary)
+        word_piece = _keras_hub().tokenizers.WordPieceTokenizer(
+            vocabulary=list(RESERVED_TOKENS) + pieces,
+            lowercase=self.lowercase,
+            strip_accents=self.strip_accents,
+            suffix_indicator=SUFFIX_INDICATOR,
+            oov_token=UNK_TOKEN,
+            dtype="int32",
+        )
+        # Always the TensorFlow path of keras-hub (eagerly it would run a
+        # Python implementation and return lists): one trace per function.
+        self._python = types.SimpleNamespace(
+            word_piece=word_piece,
+            tokenize=tf.function(
+                word_piece.tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
+                autograph=False,
+            ),
+            detokenize=tf.function(
+                word_piece.detokenize,
+                input_signature=[tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)],
+                autograph=False,
+            ),
+        )
+        self._vocabulary = tuple(pieces)
+
+    def adapt(self, texts, max_tokens=DEFAULT_MAX_TOKENS):
+        """Learn the vocabulary from `texts` with keras-hub's `compute_word_piece_vocabulary`.
+
+        The learner (TensorFlow Text's BERT vocabulary learner) counts the
+        words of `texts`, after the same case folding, accent stripping and
+        splitting as `encode`, and keeps every character that occurs plus the
+        most useful longer pieces, up to `max_tokens` ids in all. The same
+        texts always give the same vocabulary.
+
+        Args:
+            texts: list of str, a `tf.string` tensor, or a `tf.data.Dataset`
+                of strings (scalars or batches).
+            max_tokens: int > 4, the largest `vocabulary_size`, the four
+                reserved ids included (default 8000). The learner may stop
+                below it, on a small corpus far below.
+
+        Returns:
+            `self`, so calls can be chained.
+        """
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= len(
+            RESERVED_TOKENS
+        ):
+            raise ValueError(
+                "`max_tokens` must be an int > 4 (it counts the 4 reserved ids). "
+                f"Received: max_tokens={max_tokens!r}"
+            )
+        texts = _collect_texts(texts)
+        vocabulary = []
+        if texts:
+            data = tf.data.Dataset.from_tensor_slices(tf.constant(texts, tf.string))
+            try:
+                vocabulary = _keras_hub().tokenizers.compute_word_piece_vocabulary(
+                    data.batch(_ADAPT_BATCH_SIZE),
+                    max_tokens,
+                    lowercase=self.lowercase,
+                    strip_accents=self.strip_accents,
+                    suffix_indicator=SUFFIX_INDICATOR,
+                    reserved_tokens=list(RESERVED_TOKENS),
+                )
+            except StopIteration:  # the learner's way of saying it counted no word
+                vocabulary = []
+        pieces = [piece for piece in vocabulary if piece not in RESERVED_TOKENS]
+        if not pieces:
+            raise ValueError(
+                "adapt() found no piece to put in the vocabulary: `texts` holds no word "
+                f"(received {len(texts)} texts)."
+            )
+        self.set_vocabulary(pieces)
+        return self
+
+    @classmethod
+    def from_texts(cls, texts, max_tokens=DEFAULT_MAX_TOKENS, **kwargs):
+        """Create a tokenizer and `adapt` it to `texts`.
+
+        Args:
+            texts: see `adapt`.
+            max_tokens: see `adapt`.
+            **kwargs: `WordPieceTextTokenizer` arguments (`lowercase`,
+                `strip_accents`, `max_length`, `name`).
+
+        Returns:
+            A `WordPieceTextTokenizer` with a vocabulary.
+        """
+        return cls(**kwargs).adapt(texts, max_tokens=max_tokens)
+
+    def _require_vocabulary(self):
+        if self._vocabulary is None:
+            raise ValueError(
+                f"WordPieceTextTokenizer {self.name!r} has no vocabulary yet. Pass "
+                "`vocabulary=[...]` to the constructor, call `adapt(texts)`, or use "
+                "`WordPieceTextTokenizer.from_texts(texts)`."
+            )
+
+    def get_vocabulary(self):
+        """All tokens in id order, reserved ones included (`[i]` is the token of id i)."""
+        self._require_vocabulary()
+        return list(RESERVED_TOKENS) + list(self._vocabulary)
+
+    @property
+    def vocabulary(self):
+        """The pieces without the reserved tokens, in id order (id 4 first), or
+        `None` before `adapt`."""
+        return None if self._vocabulary is None else list(self._vocabulary)
+
+    @property
+    def vocabulary_size(self):
+        """Number of ids, reserved ones included (the embedding `input_dim`)."""
+        self._require_vocabulary()
+        return len(RESERVED_TOKENS) + len(self._vocabulary)
+
+    pad_id = TextTokenizer.pad_id
+    unk_id = TextTokenizer.unk_id
+    start_id = TextTokenizer.start_id
+    end_id = TextTokenizer.end_id
+
+    # ------------------------------------------------------------------
+    # Text -> ids
+    # ------------------------------------------------------------------
+    def encode(self, texts):
+        """Text to piece ids, without `[START]`/`[END]`, cut to `max_length`.
+
+        Args:
+            texts: a str, a list of str, or a `tf.string` tensor of shape `()`
+                or `(batch_size,)`.
+
+        Returns:
+            `tf.RaggedTensor` of int32, shape `(batch_size, None)`; a dense
+            int32 tensor of shape `(length,)` for a scalar input.
+        """
+        self._require_vocabulary()
+        texts = _to_string_tensor(texts)
+        scalar = texts.shape.rank == 0
+        if scalar:
+            texts = texts[tf.newaxis]  # (1,)
+        ids = self._python.tokenize(texts)  # (batch_size, None)
+        if self.max_length is not None:
+            ids = ids[:, : self.max_length]
+        return ids[0] if scalar else ids
+
+    def tokenize(self, texts):
+        """Text to string pieces (`"Ablösung"` -> `["ab", "##lös", "##ung"]`).
+
+        Words the pieces cannot spell come out as `"[UNK]"`; no truncation.
+
+        Returns:
+            `tf.RaggedTensor` of `tf.string`, shape `(batch_size, None)`; a
+            dense `(length,)` tensor for a scalar input.
+        """
+        self._require_vocabulary()
+        texts = _to_string_tensor(texts)
+        scalar = texts.shape.rank == 0
+        ids = self._python.tokenize(texts[tf.newaxis] if scalar else texts)
+        pieces = tf.ragged.map_flat_values(
+            tf.gather, tf.constant(self.get_vocabulary(), tf.string), ids
+        )  # (batch_size, None)
+        return pieces[0] if scalar else pieces
+
+    def __call__(self, texts, **kwargs):
+        # Keras only accepts tensors as positional inputs (see TextTokenizer).
+        if not isinstance(texts, keras.KerasTensor):
+            texts = _to_string_tensor(texts)
+        return super().__call__(texts, **kwargs)
+
+    def call(self, texts):
+        return self.encode(texts)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:1]) + (None,)
+
+    # ------------------------------------------------------------------
+    # Ids -> text
+    # ------------------------------------------------------------------
+    def detokenize(self, ids):
+        """Ids back to readable text.
+
+        Each row is read up to its first `END_ID` (excluded); `PAD_ID` and
+        `START_ID` are dropped; `UNK_ID` and ids outside the vocabulary
+        become `"[UNK]"`. `##` pieces are glued to the piece before them,
+        words are joined with one space, and punctuation is put back as the
+        class docstring describes.
+
+        Args:
+            ids: integer ids, dense or ragged, shape `(batch_size, length)` or
+                `(length,)`.
+
+        Returns:
+            `tf.string` tensor of shape `(batch_size,)`, or a scalar for a 1-D
+            input.
+        """
+        self._require_vocabulary()
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)
+        ids = tf.convert_to_tensor(ids)
+        if not ids.dtype.is_integer:
+            raise ValueError(f"`ids` must be integers. Received dtype {ids.dtype.name}.")
+        scalar = ids.shape.rank == 1
+        if scalar:
+            ids = ids[tf.newaxis, :]  # (1, length)
+        ids = tf.cast(ids, tf.int64)  # (batch_size, length)
+        known = (ids >= 0) & (ids < self.vocabulary_size)
+        ids = tf.cast(tf.where(known, ids, UNK_ID), tf.int32)  # (batch_size, length)
+        keep = TextTokenizer._detokenize_mask(ids)  # (batch_size, length)
+        texts = self._python.detokenize(tf.ragged.boolean_mask(ids, keep))  # (batch_size,)
+        for pattern, rewrite in _PUNCTUATION_RULES:
+            texts = tf.strings.regex_replace(texts, pattern, rewrite)
+        return texts[0] if scalar else texts
+
+    decode_to_strings = TextTokenizer.decode_to_strings
+
+    # ------------------------------------------------------------------
+    # Serialization
+    # ------------------------------------------------------------------
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary": self.vocabulary,
+                "lowercase": self.lowercase,
+                "strip_accents": self.strip_accents,
+                "max_length": self.max_length,
+            }
+        )
+        return config
+
+
+def _check_vocabulary(vocabulary):
+    """The pieces of `vocabulary` as a list of str, or a `ValueError` naming the problem."""
+    if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
+        raise ValueError(
+            f"`vocabulary` must be a list of str. Received: vocabulary={vocabulary!r:.200}"
+        )
+    pieces = [
+        piece.decode("utf-8") if isinstance(piece, bytes) else piece for piece in vocabulary
+    ]
+    wrong = [piece for piece in pieces if not isinstance(piece, str)]
+    if wrong:
+        raise ValueError(
+            f"`vocabulary` must contain only str. Received {type(wrong[0]).__name__} "
+            f"values such as {wrong[0]!r:.100}."
+        )
+    if not pieces:
+        raise ValueError(
+            "`vocabulary` must hold at least one piece. Received an empty vocabulary; "
+            "pass None and call adapt(texts) to learn one."
+        )
+    reserved = sorted(set(pieces) & set(RESERVED_TOKENS))
+    if reserved:
+        raise ValueError(
+            f"`vocabulary` must not contain the reserved tokens {list(RESERVED_TOKENS)} "
+            f"(they always get ids 0-3). Received vocabulary containing {reserved}."
+        )
+    bad = [piece for piece in pieces if not piece or piece.split() != [piece]
+           or piece == SUFFIX_INDICATOR]
+    if bad:
+        raise ValueError(
+            "`vocabulary` pieces must be non-empty, hold no whitespace and not be the bare "
+            f"suffix indicator {SUFFIX_INDICATOR!r}. Received: {bad[:10]!r}"
+        )
+    duplicates = sorted(p for p, count in collections.Counter(pieces).items() if count > 1)
+    if duplicates:
+        raise ValueError(f"`vocabulary` contains duplicate pieces: {duplicates[:20]!r}.")
+    return pieces
+
+
+def _collect_texts(texts):
+    """Every text of `texts` (see `adapt`) as a list of str."""
+    if isinstance(texts, tf.data.Dataset):
+        batches = TextTokenizer._iterate_text_batches(texts)
+    elif isinstance(texts, (str, bytes, tf.Tensor, np.ndarray)):
+        batches = TextTokenizer._iterate_text_batches(texts)
+    elif hasattr(texts, "__iter__"):
+        batches = [list(texts)]
+    else:
+        raise ValueError(
+            "`texts` must be a list of str, a tf.string tensor or a tf.data.Dataset of "
+            f"strings. Received: {type(texts).__name__}"
+        )
+    collected = []
+    for batch in batches:
+        for text in batch:
+            if isinstance(text, bytes):
+                text = text.decode("utf-8")
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"`texts` must contain only str. Received a {type(text).__name__}: "
+                    f"{text!r:.100}"
+                )
+            collected.append(text)
+    return collected
