@@ -162,9 +162,14 @@ def _add_search_arguments(parser, export=False):
                         help="XLA-compile the encoder and the search (default auto: on)")
 
 
+MODEL_HELP = ("a model: a .keras file or a training run directory (its model.keras); "
+              "several, comma-separated (a.keras,b.keras), are decoded as one ensemble "
+              "(kerasseq.models.Ensemble)")
+
+
 def make_parser():
     parser = OneLineErrorParser(
-        prog="kerasseq", description="kerasseq: train, translate, evaluate, export, demo.")
+        prog="kerasseq", description="kerasseq: train, translate, evaluate, export, average, demo.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     parser.command_parsers = commands.choices
 
@@ -176,6 +181,9 @@ def make_parser():
                               "summary in --output-dir first (by default a rerun resumes an "
                               "interrupted run, continues a finished one with a larger "
                               "--epochs, or does nothing)")
+    train_parser.add_argument("--keep-checkpoints", type=_positive_int, default=None, metavar="N",
+                              help="also save the model of every epoch as OUTPUT_DIR/checkpoints/"
+                              "epoch_XXX.keras and keep the last N, for `kerasseq average`")
     train_parser.add_argument("--strategy", default="default", choices=["default", "mirrored"],
                               help="tf.distribute strategy: default (one device) or mirrored "
                               "(all local GPUs; see docs/distributed.md)")
@@ -186,13 +194,14 @@ def make_parser():
     train_parser.set_defaults(handler="command_train")
 
     translate_parser = commands.add_parser("translate", help="translate texts")
-    translate_parser.add_argument("model_dir")
+    translate_parser.add_argument("model_dir", help=MODEL_HELP + ", or a SavedModel written by "
+                                  "`kerasseq export`")
     translate_parser.add_argument("texts", nargs="*")
     _add_search_arguments(translate_parser)
     translate_parser.set_defaults(handler="command_translate")
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")
-    evaluate_parser.add_argument("model_dir")
+    evaluate_parser.add_argument("model_dir", help=MODEL_HELP)
     evaluate_parser.add_argument("--dataset", default="cmudict")
     _add_on_bad_line(evaluate_parser)
     evaluate_parser.add_argument("--split", default="dev", choices=["train", "dev", "test"])
@@ -204,7 +213,7 @@ def make_parser():
     evaluate_parser.set_defaults(handler="command_evaluate")
 
     export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
-    export_parser.add_argument("model_dir")
+    export_parser.add_argument("model_dir", help=MODEL_HELP)
     export_parser.add_argument("export_dir")
     _add_search_arguments(export_parser, export=True)
     export_parser.add_argument("--max-length", type=_positive_int, default=None,
@@ -215,6 +224,18 @@ def make_parser():
                                help="replace an existing export (a SavedModel directory) or "
                                     "empty directory at EXPORT_DIR; nothing else is replaced")
     export_parser.set_defaults(handler="command_export")
+
+    average_parser = commands.add_parser(
+        "average", help="average the weights of checkpoints of one run into one model")
+    average_parser.add_argument("output", help="the averaged model, a .keras file")
+    average_parser.add_argument("checkpoints", nargs="+",
+                                help=".keras checkpoints of one architecture, or a run directory "
+                                "(its checkpoints/epoch_XXX.keras from --keep-checkpoints)")
+    average_parser.add_argument("--last", type=_positive_int, default=None, metavar="N",
+                                help="average only the last N of the checkpoints given")
+    average_parser.add_argument("--overwrite", action="store_true",
+                                help="replace an existing OUTPUT file")
+    average_parser.set_defaults(handler="command_average")
 
     demo_parser = commands.add_parser("demo", help="train a small G2P model and translate")
     _add_model_arguments(demo_parser, epochs=5, max_train=10000, evaluate_words=500)

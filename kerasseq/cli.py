@@ -1,10 +1,13 @@
-"""The `kerasseq` command line: train, translate, evaluate, demo, export.
+"""The `kerasseq` command line: train, translate, evaluate, demo, export, average.
 
     kerasseq train --dataset cmudict --model rnn --epochs 10 --output-dir runs/g2p
     kerasseq translate runs/g2p hello world --beam 4
     kerasseq export runs/g2p runs/g2p_export --beam 4
     kerasseq translate runs/g2p_export hello world
     kerasseq evaluate runs/g2p --split dev
+    kerasseq train ... --keep-checkpoints 5 --output-dir runs/g2p
+    kerasseq average runs/g2p/averaged.keras runs/g2p        # its last 5 epochs
+    kerasseq translate runs/g2p/model.keras,runs/g2p_b/model.keras hello   # an ensemble
     kerasseq demo
 
 Every command exits with 0 on success, 2 on bad arguments or unusable inputs
@@ -167,10 +170,17 @@ def make_optimizer(args):
 
 
 def load_model(path):
+    """The kerasseq model of a `.keras` file or a run directory (its `model.keras`).
+
+    A comma-separated list of them (`a.keras,b.keras`) loads each and returns
+    one `kerasseq.models.Ensemble` (a path that exists is never split).
+    """
     import keras
 
     import kerasseq.models  # noqa: F401  (registers the classes)
 
+    if "," in path and not os.path.exists(path):
+        return load_ensemble([part.strip() for part in path.split(",") if part.strip()])
     model_file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
     if not os.path.exists(model_file):
         raise CLIError(f"no kerasseq model at {path!r} (expected a .keras file or a directory "
@@ -184,6 +194,21 @@ def load_model(path):
     if not hasattr(model, "decode_step"):
         raise CLIError(f"{model_file!r} is a Keras model but not a kerasseq seq2seq model")
     return model
+
+
+def load_ensemble(paths):
+    """One `kerasseq.models.Ensemble` of the models at `paths` (one path: that model)."""
+    from kerasseq.models import Ensemble
+
+    if not paths:
+        raise CLIError("no model given: expected MODEL or MODEL_A,MODEL_B,...")
+    models = [load_model(path) for path in paths]
+    if len(models) == 1:
+        return models[0]
+    try:
+        return Ensemble(models)
+    except (TypeError, ValueError) as error:
+        raise CLIError(f"cannot ensemble {','.join(paths)}: {_first_line(error)}") from None
 
 
 def _slow_batches_callback(seconds):
@@ -268,7 +293,8 @@ def train(args):
     started = time.time()
     try:
         history = run.fit(model, train_data, dev_data, epochs=args.epochs,
-                          verbose=args.verbose, callbacks=extra)
+                          verbose=args.verbose, callbacks=extra,
+                          keep_checkpoints=getattr(args, "keep_checkpoints", None) or 0)
     except NonFiniteLossError as error:
         raise CLIError(str(error)) from None
     summary = {"train_seconds": round(time.time() - started, 1), "epochs": args.epochs,
@@ -517,6 +543,50 @@ def command_export(args):
     print(f"exported {path} (method={method}, num_beams={num_beams if method == 'beam' else 1}); signatures: "
           "serving_default (text -> translation, score), "
           "translate_nbest (text -> translations, scores)")
+
+
+def average_inputs(inputs, last=None):
+    """The `.keras` checkpoints named by `kerasseq average`'s inputs, in order.
+
+    A `.keras` file is itself; a directory is a training run (its
+    `checkpoints/epoch_XXX.keras`, see `train --keep-checkpoints`) or a
+    directory of `epoch_XXX.keras` files. `last` keeps the last N of them.
+    """
+    from kerasseq.training import epoch_checkpoints
+
+    paths = []
+    for item in inputs:
+        if os.path.isdir(item):
+            found = (epoch_checkpoints(os.path.join(item, "checkpoints"))
+                     or epoch_checkpoints(item))
+            if not found:
+                raise CLIError(f"{item!r} holds no epoch_XXX.keras checkpoints (nor does its "
+                               "checkpoints/); train with --keep-checkpoints N")
+            paths.extend(found)
+        elif os.path.isfile(item):
+            paths.append(item)
+        else:
+            raise CLIError(f"no checkpoint at {item!r} (expected a .keras file or a run directory)")
+    return paths[-last:] if last else paths
+
+
+def command_average(args):
+    """`kerasseq average OUT.keras IN.keras ... | RUN_DIR`: one model, the mean of the weights."""
+    from kerasseq._files import save_model_atomically
+    from kerasseq.training import average_checkpoints
+
+    if not args.output.endswith(".keras"):
+        raise CLIError(f"OUTPUT must be a .keras file. Received: {args.output!r}")
+    if os.path.isdir(args.output):
+        raise CLIError(f"OUTPUT {args.output!r} is a directory")
+    if os.path.exists(args.output) and not args.overwrite:
+        raise CLIError(f"{args.output!r} already exists; pass --overwrite to replace it")
+    paths = average_inputs(args.checkpoints, args.last)
+    model = average_checkpoints(paths)
+    save_model_atomically(model, args.output)
+    print(f"averaged {len(paths)} checkpoint(s) into {args.output}:")
+    for path in paths:
+        print(f"  {path}")
 
 
 def command_demo(args):
