@@ -4,6 +4,8 @@
     .venv/bin/python examples/g2p_cmudict.py --output-dir runs/g2p_rnn
     # Transformer encoder–decoder
     .venv/bin/python examples/g2p_cmudict.py --model transformer --output-dir runs/g2p_transformer
+    # keep the last 5 epoch checkpoints and decode with their average (issue 13)
+    .venv/bin/python examples/g2p_cmudict.py --model transformer --average-last 5 ...
     # at the very end, once: also score the test split
     .venv/bin/python examples/g2p_cmudict.py ... --evaluate-test
     # a test of the script (tiny model, a few steps)
@@ -24,7 +26,16 @@ distance to the closest reference / reference length
 (`kerasseq.evaluation.g2p_error_rates`). `--evaluate-test` also scores the
 test split — use it once, for the final model, not to pick settings.
 
-Outputs in `--output-dir`: `model.keras`, `history.csv`, `results.json`.
+Checkpoint averaging: `--keep-checkpoints N` saves the model of each of the
+last N epochs in `--output-dir/checkpoints/epoch_XXX.keras`; `--average-last
+N` also averages them (`kerasseq.training.average_checkpoints`) into
+`averaged.keras` and decodes with that model from then on (its dev scores
+in `dev`, those of the trained model in `dev_before_averaging`). To compare
+beam widths, length penalties and ensembles of several runs on dev, see
+`examples/g2p_search_table.py`.
+
+Outputs in `--output-dir`: `model.keras`, `history.csv`, `results.json`
+(and `checkpoints/`, `averaged.keras` with the options above).
 """
 
 import argparse
@@ -45,9 +56,12 @@ from kerasseq.data import (  # noqa: E402
 from kerasseq.evaluation import g2p_error_rates  # noqa: E402
 from kerasseq.models import build_rnn_seq2seq  # noqa: E402
 from kerasseq.training import (  # noqa: E402
+    KeepLastCheckpoints,
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,
     TimeLimit,
+    average_checkpoints,
+    epoch_checkpoints,
     transformer_optimizer,
 )
 
@@ -137,6 +151,12 @@ def make_parser():
                         metavar="ALPHA",
                         help="also decode dev with beam search at each of these alphas, "
                              "keep the best dev WER and use it for --evaluate-test")
+    parser.add_argument("--keep-checkpoints", type=int, default=None, metavar="N",
+                        help="save the model of every epoch in OUTPUT_DIR/checkpoints/ and keep "
+                             "the last N (for kerasseq average)")
+    parser.add_argument("--average-last", type=int, default=None, metavar="N",
+                        help="after training, average the last N epoch checkpoints into "
+                             "averaged.keras and decode with it (implies --keep-checkpoints N)")
     parser.add_argument("--evaluate-test", action="store_true",
                         help="also score the 12,604 test words (once, at the very end)")
     parser.add_argument("--initial-model", default=None,
@@ -158,7 +178,8 @@ def main(argv=None):
     args = make_parser().parse_args(argv)
     steps_per_epoch = None
     if args.smoke:
-        args.max_train_examples, args.dev_words, args.epochs = 512, 32, 1
+        args.max_train_examples, args.dev_words = 512, 32
+        args.epochs = 2 if args.average_last else 1
         args.embedding_dim, args.units, args.num_beams = 16, 32, 2
         args.num_layers, args.d_model, args.num_heads, args.dff = 1, 32, 2, 64
         steps_per_epoch = 3
@@ -206,6 +227,10 @@ def main(argv=None):
     ]
     if args.time_limit_minutes:
         callbacks.append(TimeLimit(args.time_limit_minutes * 60))
+    checkpoint_dir = os.path.join(args.output_dir, "checkpoints")
+    keep = max(args.keep_checkpoints or 0, args.average_last or 0)
+    if keep:
+        callbacks.append(KeepLastCheckpoints(checkpoint_dir, keep=keep))
     started = time.time()
     if args.evaluate_only:
         # Score a saved model (e.g. one whose run was cut short) without training.
@@ -225,6 +250,18 @@ def main(argv=None):
         print(f"dev loss with the averaged weights: {final_dev_loss:.4f} "
               f"(live weights after the last epoch: {losses['val_loss'][-1]:.4f})")
 
+    averaged_from = None
+    if args.average_last and not args.evaluate_only:
+        # One model whose weights are the mean of the last epochs' weights;
+        # it replaces the trained model for every decoding below.
+        averaged_from = epoch_checkpoints(checkpoint_dir, last=args.average_last)
+        dev_before_averaging = evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams,
+                                        length_penalty=args.length_penalty)
+        model = average_checkpoints(averaged_from)
+        model_path = os.path.join(args.output_dir, "averaged.keras")
+        model.save(model_path)
+        print(f"averaged {len(averaged_from)} epoch checkpoints into {model_path}")
+
     results = {
         "model": args.model if args.model != "rnn" else f"rnn ({args.attention} attention)",
         "parameters": int(model.count_params()),
@@ -239,6 +276,9 @@ def main(argv=None):
         "dev": evaluate(model, dev_entries, ["greedy", "beam"], args.num_beams,
                         length_penalty=args.length_penalty),
     }
+    if averaged_from:
+        results["averaged_checkpoints"] = [os.path.basename(path) for path in averaged_from]
+        results["dev_before_averaging"] = dev_before_averaging
     length_penalty = args.length_penalty
     if args.tune_length_penalty:
         # Model selection on dev only: the test split never sees the other alphas.
