@@ -5,7 +5,7 @@ P_m(y_t | y_<t, x); the ensemble decodes with their mean
 
     P(y_t | y_<t, x) = (1/n) sum_m P_m(y_t | y_<t, x)
 
-(the "average" ensemble of fairseq / OpenNMT / Marian). `decode_step` returns
+(as fairseq's ensemble decoding does). `decode_step` returns
 its logarithm, computed stably from the members' log-softmaxes:
 
     log P = logsumexp_m(log_softmax(logits_m)) - log(n)
@@ -45,9 +45,9 @@ class Ensemble(Seq2SeqModel):
         log P(y_t | y_<t, x) = log( (1/n) sum_m softmax(z_m)_{y_t} )
                              = logsumexp_m(log_softmax(z_m)) - log(n)
 
-    with z_m the logits of member m. This is the standard ensemble of NMT
-    toolkits (e.g. Sennrich et al., 2016, "Edinburgh Neural Machine
-    Translation Systems for WMT 16"). Each member runs its own encoder and
+    with z_m the logits of member m (a mean of probabilities: one member
+    cannot veto a token the others like, as it could in a mean of
+    log-probabilities). Each member runs its own encoder and
     keeps its own decoding state, so members may differ in architecture (an
     RNN and a Transformer, say); they must read and write the same
     vocabularies.

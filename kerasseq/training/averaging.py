@@ -3,8 +3,8 @@
 The weights of the last few epochs of one run sit around one minimum; their
 element-wise mean is often a better model than any of them (Vaswani et al.,
 2017, section 6.1: "the last 5 checkpoints, written at 10-minute intervals";
-Popel & Bojar, 2018, "Training Tips for the Transformer Model", section
-4.10). It costs nothing at decoding time: the result is one model.
+Popel & Bojar, 2018, "Training Tips for the Transformer Model"). It costs
+nothing at decoding time: the result is one model.
 
     model.fit(..., callbacks=[KeepLastCheckpoints("runs/g2p/checkpoints", keep=5)])
     averaged = average_checkpoints(epoch_checkpoints("runs/g2p/checkpoints"))
