@@ -13,16 +13,12 @@ installed the script says so and exits with status 0.
 Split (deterministic): `zlib.crc32(german) % 20` is 0 → dev (5 %, early
 stopping), 1 or 2 → test (10 %, BLEU), else train.
 
-Subwords: keras-hub WordPiece. `compute_word_piece_vocabulary` learns one
-vocabulary per language on the training split (lower-cased, punctuation split
-off), and `WordPieceTokenizer(dtype="string")` turns a sentence into pieces,
-`"Ablösung"` → `["ab", "##lös", "##ung"]`. kerasseq's `TextTokenizer` works on
-characters or words and its ids are fixed (0-3 reserved), so the pieces are
-joined with spaces (`"ab ##lös ##ung"`) and fed to a whitespace
-`TextTokenizer` whose vocabulary *is* the WordPiece vocabulary (minus the
-reserved tokens). The model therefore trains on WordPiece units, and
-`model.translate` returns space-joined pieces, which `pieces_to_text` glues
-back (`##` continuations, spaces before punctuation and around apostrophes).
+Subwords: `kerasseq.data.WordPieceTextTokenizer` (keras-hub's WordPiece with
+kerasseq's reserved ids) learns one vocabulary per language on the training
+split (lower-cased, punctuation split off) and turns a sentence into pieces,
+`"Ablösung"` → `["ab", "##lös", "##ung"]`. The model trains on these pieces
+and `model.translate` returns readable text: the tokenizer glues the `##`
+pieces back and puts the punctuation where it belongs (see docs/data.md).
 
 Two models with the same sizes are trained on the same batches: LSTM encoder
 → GRU decoder with Bahdanau attention, and the same without attention (the
@@ -34,16 +30,14 @@ scored on the test split with case-insensitive sacreBLEU and chrF
 import argparse
 import json
 import os
-import re
 import time
 import zlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-from kerasseq.data import RESERVED_TOKENS, TextTokenizer, make_dataset  # noqa: E402
+from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.freedict import DEFAULT_PATH, load_freedict_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf  # noqa: E402
 from kerasseq.models import build_rnn_seq2seq  # noqa: E402
@@ -55,50 +49,21 @@ def split_of(german):
     return "dev" if bucket == 0 else "test" if bucket in (1, 2) else "train"
 
 
-class WordPieces:
-    """A keras-hub WordPiece tokenizer that outputs space-joined pieces for kerasseq.
+def make_tokenizers(train_pairs, vocabulary_size):
+    """One WordPiece tokenizer per language, learned on the training pairs.
 
     Args:
-        texts: training sentences to learn the vocabulary from.
-        vocabulary_size: int, pieces including the 4 kerasseq reserved tokens.
+        train_pairs: `(german, english)` str pairs.
+        vocabulary_size: int, ids per language including the 4 reserved ones.
+
+    Returns:
+        `(source_tokenizer, target_tokenizer)`, two `WordPieceTextTokenizer`s.
     """
-
-    def __init__(self, texts, vocabulary_size):
-        import keras_hub
-
-        data = tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024)
-        vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-            data, vocabulary_size, lowercase=True, reserved_tokens=list(RESERVED_TOKENS),
-        )
-        self.vocabulary = [piece for piece in vocabulary if piece not in RESERVED_TOKENS]
-        self.tokenizer = keras_hub.tokenizers.WordPieceTokenizer(
-            vocabulary=vocabulary, lowercase=True, oov_token="[UNK]", dtype="string",
-        )
-
-    def to_pieces(self, texts):
-        """Sentences → space-joined WordPiece strings ("ab ##lös ##ung")."""
-        pieces = self.tokenizer(tf.constant(list(texts)))
-        # eager keras-hub returns string tokens as nested Python lists (bytes or str)
-        if isinstance(pieces, tf.RaggedTensor):
-            pieces = pieces.to_list()
-        return [" ".join(p.decode("utf-8") if isinstance(p, bytes) else p for p in row)
-                for row in pieces]
-
-    def text_tokenizer(self, name):
-        """The kerasseq whitespace tokenizer with the same vocabulary."""
-        return TextTokenizer(self.vocabulary, split="whitespace", name=name)
-
-
-def pieces_to_text(pieces):
-    """Space-joined WordPiece output → plain text for BLEU.
-
-    >>> pieces_to_text("i don ' t think so , re ##ally .")
-    "i don't think so, really."
-    """
-    text = re.sub(r"^##| ##", "", pieces.strip())
-    text = re.sub(r"\s*'\s*", "'", text)
-    text = re.sub(r"\s+-\s+", "-", text)
-    return re.sub(r"\s+([.,!?;:])", r"\1", text).strip()
+    return tuple(
+        WordPieceTextTokenizer.from_texts([pair[side] for pair in train_pairs], lowercase=True,
+                                          max_tokens=vocabulary_size, name=name)
+        for side, name in ((0, "source_tokenizer"), (1, "target_tokenizer"))
+    )
 
 
 def train_and_score(name, attention, args, data, tokenizers, test_pairs):
@@ -122,11 +87,10 @@ def train_and_score(name, attention, args, data, tokenizers, test_pairs):
     train_seconds = time.time() - started
     model.save(os.path.join(args.output_dir, f"{name}.keras"))
 
-    sources = [source for source, _ in test_pairs]  # already WordPiece strings
+    sources = [german for german, _ in test_pairs]
     references = [english for _, english in test_pairs]
-    greedy = [pieces_to_text(t) for t in model.translate(sources, method="greedy", batch_size=128)]
-    beam = [pieces_to_text(t) for t in
-            model.translate(sources, method="beam", num_beams=args.num_beams, batch_size=128)]
+    greedy = model.translate(sources, method="greedy", batch_size=128)
+    beam = model.translate(sources, method="beam", num_beams=args.num_beams, batch_size=128)
     return {
         "parameters": int(model.count_params()),
         "epochs_run": len(history.history["loss"]),
@@ -179,29 +143,21 @@ def main(argv=None):
     print(f"{len(pairs):,} sentence pairs: {len(splits['train']):,} train, "
           f"{len(splits['dev']):,} dev, {len(splits['test']):,} test")
 
-    german_pieces = WordPieces([g for g, _ in splits["train"]], args.vocabulary_size)
-    english_pieces = WordPieces([e for _, e in splits["train"]], args.vocabulary_size)
-    pieced = {
-        split: list(zip(german_pieces.to_pieces([g for g, _ in items]),
-                        english_pieces.to_pieces([e for _, e in items]), strict=True))
-        for split, items in splits.items()
-    }
-    example = pieced["train"][0]
-    print(f"WordPiece: {len(german_pieces.vocabulary)} German / "
-          f"{len(english_pieces.vocabulary)} English pieces; e.g. {example[0]!r} → {example[1]!r}")
-    tokenizers = (german_pieces.text_tokenizer("source_tokenizer"),
-                  english_pieces.text_tokenizer("target_tokenizer"))
+    tokenizers = make_tokenizers(splits["train"], args.vocabulary_size)
+    example = [" ".join(piece.decode("utf-8") for piece in tokenizer.tokenize(text).numpy())
+               for tokenizer, text in zip(tokenizers, splits["train"][0], strict=True)]
+    print(f"WordPiece: {tokenizers[0].vocabulary_size} German / "
+          f"{tokenizers[1].vocabulary_size} English ids; e.g. {example[0]!r} → {example[1]!r}")
     data = (
-        make_dataset(pieced["train"], *tokenizers, batch_size=args.batch_size, seed=args.seed,
+        make_dataset(splits["train"], *tokenizers, batch_size=args.batch_size, seed=args.seed,
                      bucket_boundaries="auto", max_source_length=args.max_pieces,
                      max_target_length=args.max_pieces),
-        make_dataset(pieced["dev"], *tokenizers, batch_size=args.batch_size, shuffle=False),
+        make_dataset(splits["dev"], *tokenizers, batch_size=args.batch_size, shuffle=False),
     )
-    test_pairs = [(source, english) for (source, _), (_, english)
-                  in zip(pieced["test"], splits["test"], strict=True)][: args.max_test_examples]
+    test_pairs = splits["test"][: args.max_test_examples]
 
     os.makedirs(args.output_dir, exist_ok=True)
-    results = {"pairs": len(pairs), "train_pairs": len(pieced["train"]),
+    results = {"pairs": len(pairs), "train_pairs": len(splits["train"]),
                "test_pairs": len(test_pairs), "vocabulary_size": args.vocabulary_size}
     for name, attention in (("bahdanau_attention", "bahdanau"), ("no_attention", None)):
         results[name] = train_and_score(name, attention, args, data, tokenizers, test_pairs)

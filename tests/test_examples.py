@@ -156,10 +156,20 @@ def test_german_to_english_ding_missing_dictionary_exits_cleanly(tmp_path, capsy
     assert "dict-freedict-deu-eng" in capsys.readouterr().out
 
 
-def test_german_pieces_to_text():
+def test_german_example_tokenizers_give_readable_text():
+    """The example's subwords are kerasseq.data.WordPieceTextTokenizer's: pieces in,
+    readable text out (## pieces glued, punctuation attached)."""
+    from kerasseq.data import WordPieceTextTokenizer
+
     module = load_example("german_to_english_ding")
-    assert module.pieces_to_text("i don ' t think so , re ##ally .") == "i don't think so, really."
-    assert module.pieces_to_text("##y well - known !") == "y well-known!"
+    pairs = [("Ich glaube nicht, wirklich.", "I don't think so, really."),
+             ("Das ist allgemein bekannt!", "That is well-known!")]
+    source, target = module.make_tokenizers(pairs, vocabulary_size=100)
+    assert isinstance(source, WordPieceTextTokenizer) and source.name == "source_tokenizer"
+    assert isinstance(target, WordPieceTextTokenizer) and target.name == "target_tokenizer"
+    english = [english for _, english in pairs]
+    assert target.decode_to_strings(target.encode(english)) == [
+        "i don't think so, really.", "that is well-known!"]
 
 
 def test_information_bottleneck_smoke(tmp_path):
