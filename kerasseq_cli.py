@@ -70,6 +70,16 @@ def _positive_int(text):
     return value
 
 
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _fraction(text):
     try:
         value = float(text)
@@ -184,9 +194,18 @@ def make_parser():
     train_parser.add_argument("--keep-checkpoints", type=_positive_int, default=None, metavar="N",
                               help="also save the model of every epoch as OUTPUT_DIR/checkpoints/"
                               "epoch_XXX.keras and keep the last N, for `kerasseq average`")
-    train_parser.add_argument("--strategy", default="default", choices=["default", "mirrored"],
-                              help="tf.distribute strategy: default (one device) or mirrored "
-                              "(all local GPUs; see docs/distributed.md)")
+    train_parser.add_argument("--strategy", default="default",
+                              choices=["default", "mirrored", "multi_worker"],
+                              help="tf.distribute strategy: default (one device), mirrored (all "
+                              "local GPUs) or multi_worker (one process per worker, cluster from "
+                              "TF_CONFIG; run the same command on every worker; see "
+                              "docs/distributed.md)")
+    train_parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                              help="do not write TensorBoard logs to OUTPUT_DIR/tensorboard")
+    train_parser.add_argument("--tensorboard-sources", type=_non_negative_int, default=200,
+                              metavar="N", help="dev sources translated (greedy) after every "
+                              "epoch for the TensorBoard dev score and attention image "
+                              "(default 200; 0: none)")
     # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
     # every training batch and report it on stderr, to interrupt mid-epoch.
     train_parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
@@ -298,4 +317,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m kerasseq_cli`: run the importable module, not this `__main__` copy, so
+    # that the `CLIError` that kerasseq.cli raises is the class `main` catches.
+    import kerasseq_cli
+
+    sys.exit(kerasseq_cli.main())

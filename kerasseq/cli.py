@@ -233,6 +233,25 @@ def _slow_batches_callback(seconds):
     return SlowBatches()
 
 
+def _tensorboard_callbacks(args, run, dev_references):
+    """Keras' TensorBoard (loss, token accuracy, learning rate per epoch) and
+    `TranslationSummaries` (dev WER or BLEU, attention heatmap) into OUTPUT_DIR/tensorboard."""
+    import keras
+
+    from kerasseq.training.run import TENSORBOARD_DIR
+    from kerasseq.training.tensorboard import TranslationSummaries
+
+    log_dir = run.path(TENSORBOARD_DIR)
+    callbacks = [keras.callbacks.TensorBoard(log_dir, write_graph=False)]
+    count = getattr(args, "tensorboard_sources", 200)
+    sources = _spread_sample(sorted(dev_references), count) if count else []
+    if sources:
+        metric = "wer" if args.dataset == "cmudict" else "bleu"
+        callbacks.append(TranslationSummaries(log_dir, sources,
+                                              [dev_references[s] for s in sources], metric=metric))
+    return callbacks
+
+
 def train(args):
     """Train into `args.output_dir` following the rules of `kerasseq.training.TrainingRun`.
 
@@ -252,17 +271,29 @@ def train(args):
         TrainingRun,
     )
     from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
+    from kerasseq.training.trainer import sharded_dataset_fn
 
+    strategy_name = getattr(args, "strategy", "default")
+    try:
+        # First: MultiWorkerMirroredStrategy must exist before TensorFlow runs anything.
+        strategy = get_strategy(strategy_name)
+    except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
+        raise CLIError(str(error)) from None
+    multi_worker = strategy_name == "multi_worker"
+    if args.batch_size % strategy.num_replicas_in_sync:
+        raise CLIError(f"--batch-size {args.batch_size} is the global batch: it must be a multiple "
+                       f"of the {strategy.num_replicas_in_sync} replicas")
     keras.utils.set_random_seed(args.seed)
     try:
-        run = TrainingRun(args.output_dir, overwrite=getattr(args, "overwrite", False))
+        run = TrainingRun(args.output_dir, overwrite=getattr(args, "overwrite", False),
+                          strategy=strategy)
         status = run.status(args.epochs)
     except ValueError as error:
         raise CLIError(str(error)) from None
     if status == "complete":
         print(f"{args.output_dir}: the run is complete ({run.completed_epochs()} epochs); nothing "
               "to do (a larger --epochs continues it, --overwrite starts over)")
-        return load_model(run.model_path)
+        return load_model(run.model_path) if run.is_chief else None
     completed_epochs = run.completed_epochs()
     on_bad_line = getattr(args, "on_bad_line", "error")
     train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples, on_bad_line)
@@ -274,7 +305,6 @@ def train(args):
                              getattr(args, "vocabulary_size", None)))
     except ValueError as error:
         raise CLIError(str(error)) from None
-    strategy = get_strategy(getattr(args, "strategy", "default"))
     with strategy.scope():
         model = build_model(args, source_tokenizer, target_tokenizer)
         model.compile(
@@ -282,14 +312,24 @@ def train(args):
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
             metrics=[MaskedTokenAccuracy()],
         )
-    train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
-                              batch_size=args.batch_size, seed=args.seed, bucket_boundaries="auto")
-    dev_data = make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
-                            batch_size=args.batch_size, shuffle=False)
-    # Several replicas: batch sizes must divide evenly (see pad_batches_to_multiple).
-    train_data = pad_batches_to_multiple(train_data, strategy.num_replicas_in_sync)
-    dev_data = pad_batches_to_multiple(dev_data, strategy.num_replicas_in_sync)
+    if multi_worker:
+        # Each worker batches its own shard (pairs[i::n]) at batch_size / replicas.
+        train_data = sharded_dataset_fn(train_pairs, source_tokenizer, target_tokenizer,
+                                        args.batch_size, seed=args.seed, bucket_boundaries="auto")
+        dev_data = sharded_dataset_fn(dev_pairs, source_tokenizer, target_tokenizer,
+                                      args.batch_size, shuffle=False)
+    else:
+        train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
+                                  batch_size=args.batch_size, seed=args.seed,
+                                  bucket_boundaries="auto")
+        dev_data = make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
+                                batch_size=args.batch_size, shuffle=False)
+        # Several replicas: batch sizes must divide evenly (see pad_batches_to_multiple).
+        train_data = pad_batches_to_multiple(train_data, strategy.num_replicas_in_sync)
+        dev_data = pad_batches_to_multiple(dev_data, strategy.num_replicas_in_sync)
     extra = [_slow_batches_callback(args.slow_batches)] if getattr(args, "slow_batches", 0) else []
+    if run.is_chief and getattr(args, "tensorboard", True):  # (the chief only writes files)
+        extra += _tensorboard_callbacks(args, run, dev_references)
     started = time.time()
     try:
         history = run.fit(model, train_data, dev_data, epochs=args.epochs,

@@ -137,8 +137,15 @@ class TrainingRun:
         return self.path("history.csv")
 
     def clear(self):
-        """Delete the run's own files (`RUN_FILES`, `backup/`, the epoch
-        checkpoints of `checkpoints/`), nothing else."""
+        """Delete the run's own files (`RUN_FILES`, `backup/`, `tensorboard/`, the epoch
+        checkpoints of `checkpoints/`), nothing else.
+
+        A worker other than the chief deletes only its own backup.
+        """
+        if not self.is_chief:
+            shutil.rmtree(self.path(f"{BACKUP_DIR}-worker-{self.worker_index}"), ignore_errors=True)
+            return
+        shutil.rmtree(self.path(TENSORBOARD_DIR), ignore_errors=True)
         for name in RUN_FILES:
             if os.path.isfile(self.path(name)) or os.path.islink(self.path(name)):
                 os.remove(self.path(name))
@@ -153,12 +160,30 @@ class TrainingRun:
         return epoch_checkpoints(self.path(CHECKPOINTS_DIR), last=last)
 
     def completed_epochs(self):
-        """Epochs finished and backed up (0 for a new run)."""
-        return self.backup.completed_epochs()
+        """Epochs finished and backed up (0 for a new run).
+
+        In a multi-worker run: the last epoch that every worker backed up
+        (agreed on by a collective the first time it is asked: every worker
+        must call it, as `status` and `fit` do).
+        """
+        if not self.multi_worker:
+            return self.backup.completed_epochs()
+        if self._agreed_epochs is None:
+            from kerasseq.training.trainer import min_over_workers
+
+            self._agreed_epochs = min_over_workers(self.strategy, self.backup.completed_epochs())
+            self.backup.resume_epoch = self._agreed_epochs
+        return self._agreed_epochs
 
     def is_finished(self):
-        """True once `finish` wrote `model.keras` and `summary.json`."""
-        return os.path.exists(self.model_path) and os.path.exists(self.path("summary.json"))
+        """True once `finish` wrote `model.keras` and `summary.json` (the chief's, in a
+        multi-worker run: a collective there)."""
+        finished = os.path.exists(self.model_path) and os.path.exists(self.path("summary.json"))
+        if not self.multi_worker:
+            return finished
+        from kerasseq.training.trainer import max_over_workers
+
+        return bool(max_over_workers(self.strategy, int(finished and self.is_chief)))
 
     def status(self, epochs):
         """`"new"`, `"resume"` (interrupted or to be continued) or `"complete"`.

@@ -61,7 +61,7 @@ class TranslationSummaries(keras.callbacks.Callback):
         if self.metric == "wer":
             rates = g2p_error_rates(hypotheses, self.references)
             return {"dev_wer": rates["wer"], "dev_per": rates["per"]}
-        return {"dev_bleu": corpus_bleu(hypotheses, self.references).score}
+        return {"dev_bleu": float(corpus_bleu(hypotheses, self.references))}
 
     def attention_image(self):
         """The attention heatmap of the first source as a `(1, H, W, 4)` uint8 image, or None

@@ -1,0 +1,303 @@
+"""Multi-worker training: two local worker processes (CPU) under MultiWorkerMirroredStrategy.
+
+* one step on two workers (uneven shards, gradient clipping active) equals one
+  single-process step on the same global batch, and both workers end with the
+  same weights;
+* `kerasseq train --strategy multi_worker`: only the chief writes the run's
+  files; `kill -9` of a worker, then the same command on every worker,
+  resumes at the last finished epoch with no epoch lost or repeated;
+* `TF_CONFIG` errors are one clear line.
+
+Each worker is a fresh process (a strategy must be created before TensorFlow
+runs anything); the ports come from `local_tf_configs`.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kerasseq.training.distribute import (
+    ClusterConfigError,
+    local_tf_configs,
+    read_tf_config,
+)
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
+       "NVIDIA_TF32_OVERRIDE": "0", "CUDA_VISIBLE_DEVICES": ""}
+KERASSEQ = [sys.executable, "-m", "kerasseq_cli"]  # the console script's module
+
+STEP_SCRIPT = r'''
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf.config.experimental.enable_tensor_float_32_execution(False)
+import keras  # noqa: E402
+
+from kerasseq.models import build_rnn_seq2seq  # noqa: E402
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy  # noqa: E402
+from kerasseq.training.distribute import get_strategy  # noqa: E402
+from kerasseq.training.trainer import DistributedTrainer  # noqa: E402
+
+mode = sys.argv[1]  # "workers" (TF_CONFIG set) or "single"
+# Worker 0 gets rows 0-1 (7 real target tokens), worker 1 rows 2-3 (2 tokens).
+source = np.array([[5, 6, 7, 8, 9], [6, 7, 8, 9, 0], [5, 6, 0, 0, 0], [7, 0, 0, 0, 0]], "int32")
+target_in = np.array([[2, 5, 6, 7], [2, 8, 9, 0], [2, 0, 0, 0], [2, 0, 0, 0]], "int32")
+target_out = np.array([[5, 6, 7, 3], [8, 9, 3, 0], [3, 0, 0, 0], [3, 0, 0, 0]], "int32")
+OPTIMIZERS = {"clipnorm": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05),
+              "global_clipnorm": lambda: keras.optimizers.SGD(0.5, global_clipnorm=0.05),
+              "none": lambda: keras.optimizers.SGD(0.5)}
+
+strategy = get_strategy("multi_worker" if mode == "workers" else "default")
+
+
+def build(name):
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8, attention="bahdanau")
+        model.compile(optimizer=OPTIMIZERS[name](), loss=MaskedSparseCategoricalCrossentropy(),
+                      metrics=[MaskedTokenAccuracy()])
+    return model
+
+
+def shard(input_context):
+    rows = slice(0, 2) if input_context.input_pipeline_id == 0 else slice(2, 4)
+    return tf.data.Dataset.from_tensor_slices(
+        ((source[rows], target_in[rows]), target_out[rows])).batch(2)
+
+
+def whole():
+    return tf.data.Dataset.from_tensor_slices(((source, target_in), target_out)).batch(4)
+
+
+def naive_clipped_step(model):
+    """What clipping each replica's gradient before the all-reduce would give (Keras' default)."""
+    loss_fn = MaskedSparseCategoricalCrossentropy()
+    total = float(np.sum(target_out != 0))
+    grads = None
+    for rows in (slice(0, 2), slice(2, 4)):
+        with tf.GradientTape() as tape:
+            logits = model([source[rows], target_in[rows]], training=True)
+            # this replica's share of the global token mean
+            loss = loss_fn(target_out[rows], logits) * float(np.sum(target_out[rows] != 0)) / total
+        g = [tf.clip_by_norm(tf.convert_to_tensor(x), 0.05)
+             for x in tape.gradient(loss, model.trainable_weights)]
+        grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+    for variable, gradient in zip(model.trainable_weights, grads):
+        variable.assign_sub(0.5 * gradient)
+
+
+def reference_global_clipnorm_step(model):
+    """The one-device step with the global norm of the *dense* gradient (tf.clip_by_global_norm).
+
+    Keras' own `global_clipnorm` takes the norm of an embedding's IndexedSlices
+    rows, counting a token that occurs twice as two rows (0.52673 instead of
+    0.52662 here), so it is not the reference for "the global norm of the
+    global gradient".
+    """
+    with tf.GradientTape() as tape:
+        loss = MaskedSparseCategoricalCrossentropy()(target_out, model([source, target_in],
+                                                                       training=True))
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_weights)]
+    grads, _ = tf.clip_by_global_norm(grads, 0.05)
+    for variable, gradient in zip(model.trainable_weights, grads):
+        variable.assign_sub(0.5 * gradient)
+    return float(loss)
+
+
+report = {}
+for name in OPTIMIZERS:
+    model = build(name)
+    if mode == "single" and name == "global_clipnorm":
+        loss = reference_global_clipnorm_step(model)
+        report[name] = {"loss": loss, "evaluation": model.evaluate(whole(), verbose=0, return_dict=True),
+                        "weights": [w.numpy().tolist() for w in model.trainable_weights]}
+        continue
+    if mode == "workers":
+        trainer = DistributedTrainer(model, strategy)
+        history = trainer.fit(shard, epochs=1, verbose=0).history
+        evaluation = trainer.evaluate(shard, verbose=0)
+    else:
+        history = model.fit(whole(), epochs=1, verbose=0).history
+        evaluation = model.evaluate(whole(), verbose=0, return_dict=True)
+    report[name] = {"loss": history["loss"][0], "evaluation": evaluation,
+                    "weights": [w.numpy().tolist() for w in model.trainable_weights]}
+if mode == "single":
+    model = build("none")
+    naive_clipped_step(model)
+    report["naive_clipnorm"] = {"weights": [w.numpy().tolist() for w in model.trainable_weights]}
+print("REPORT " + json.dumps(report))
+'''
+
+
+def start_workers(command, count=2, homes=None):
+    """Start `count` worker processes running `command`, each with its TF_CONFIG
+    (and, with `homes`, its own working directory)."""
+    processes = []
+    for i, config in enumerate(local_tf_configs(count)):
+        processes.append(subprocess.Popen(
+            command, env={**ENV, "TF_CONFIG": config}, cwd=None if homes is None else homes[i],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return processes
+
+
+def finish(processes, timeout=240):
+    outputs = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=timeout)
+            outputs.append((process.returncode, out, err))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    return outputs
+
+
+def report_of(stdout):
+    line = next(line for line in stdout.splitlines() if line.startswith("REPORT "))
+    return json.loads(line[len("REPORT "):])
+
+
+def max_difference(a, b):
+    import numpy as np
+
+    return max(float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(a, b, strict=True))
+
+
+def test_two_workers_step_equals_single_process_step_with_clipping():
+    workers = finish(start_workers([sys.executable, "-c", STEP_SCRIPT, "workers"]))
+    for code, _, err in workers:
+        assert code == 0, err[-3000:]
+    single = subprocess.run([sys.executable, "-c", STEP_SCRIPT, "single"], env=ENV,
+                            capture_output=True, text=True, timeout=240)
+    assert single.returncode == 0, single.stderr[-3000:]
+    chief, other = (report_of(out) for _, out, _ in workers)
+    one = report_of(single.stdout)
+    # Clipping is active: the clipped and the unclipped step differ a lot ...
+    assert max_difference(one["clipnorm"]["weights"], one["none"]["weights"]) > 1e-2
+    # ... and clipping each replica before the all-reduce would be visibly wrong.
+    naive_error = max_difference(one["naive_clipnorm"]["weights"], one["clipnorm"]["weights"])
+    assert naive_error > 1e-3
+    for name in ("clipnorm", "global_clipnorm", "none"):
+        # Both workers hold the same weights, equal to the one-process step.
+        assert max_difference(chief[name]["weights"], other[name]["weights"]) == 0.0
+        assert max_difference(chief[name]["weights"], one[name]["weights"]) < 1e-6
+        # The reported loss is the global batch's token mean; evaluation agrees too.
+        assert chief[name]["loss"] == pytest.approx(one[name]["loss"], abs=1e-5)
+        assert other[name]["loss"] == pytest.approx(one[name]["loss"], abs=1e-5)
+        for metric in ("loss", "token_accuracy"):
+            assert chief[name]["evaluation"][metric] == pytest.approx(
+                one[name]["evaluation"][metric], abs=1e-5)
+
+
+def train_command(output_dir, epochs, *extra):
+    return [*KERASSEQ, "train", "--dataset", "cmudict", "--max-train-examples", "96",
+            "--max-dev-examples", "16", "--epochs", str(epochs), "--units", "8",
+            "--embedding-dim", "4", "--batch-size", "16", "--output-dir", output_dir,
+            "--evaluate-words", "0", "--tensorboard-sources", "0", "--strategy", "multi_worker",
+            "--verbose", "2", *extra]
+
+
+def history_epochs(run_dir):
+    with open(os.path.join(run_dir, "history.csv"), newline="") as handle:
+        return [int(row["epoch"]) for row in csv.DictReader(handle)]
+
+
+def test_cli_workers_kill_one_then_rerun_resumes(tmp_path):
+    # Relative --output-dir, one working directory per worker: like hosts
+    # without a shared file system, so what each worker writes is visible.
+    homes = [tmp_path / "host0", tmp_path / "host1"]
+    for home in homes:
+        home.mkdir()
+    run_dir, worker_dir = str(homes[0] / "run"), str(homes[1] / "run")
+    # Slow batches: worker 0 reports each finished batch on stderr.
+    processes = start_workers(train_command("run", 3, "--slow-batches", "0.4",
+                                            "--tensorboard-sources", "2"), homes=homes)
+    chief, worker = processes
+    deadline = time.time() + 180
+    seen = ""
+    try:
+        while "kerasseq-debug: epoch 1 batch 1 done" not in seen:
+            assert time.time() < deadline, seen[-2000:]
+            assert chief.poll() is None, chief.stderr.read()[-3000:]
+            seen += chief.stderr.readline()
+        # Epoch 0 is finished and backed up by both workers: kill one mid-epoch 1,
+        # then (as a cluster manager restarting the job would) the other.
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+        os.kill(chief.pid, signal.SIGKILL)
+        chief.wait(timeout=30)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    assert not os.path.exists(os.path.join(run_dir, "model.keras"))
+    assert history_epochs(run_dir) == [0]
+
+    # The same command on every worker: resumes at epoch 1, runs epochs 1 and 2.
+    for code, _, err in finish(start_workers(train_command("run", 3), homes=homes)):
+        assert code == 0, err[-3000:]
+    assert history_epochs(run_dir) == [0, 1, 2]
+    with open(os.path.join(run_dir, "summary.json")) as handle:
+        summary = json.load(handle)
+    assert summary["initial_epoch"] == 1 and summary["epochs_run"] == 2
+    assert len(summary["history"]["loss"]) == 3
+    # Only the chief writes the run's files; the other worker, its backup (last two epochs).
+    assert {"model.keras", "best.keras", "history.csv", "summary.json", "tokenizers.json",
+            "backup", "tensorboard"} <= set(os.listdir(run_dir))
+    assert os.listdir(worker_dir) == ["backup-worker-1"]
+    assert sorted(os.listdir(os.path.join(worker_dir, "backup-worker-1"))) == [
+        "epoch-2-batch-0.weights.h5", "epoch-3-batch-0.weights.h5", "training_metadata.json"]
+
+    # Rerun of the finished run: every worker agrees there is nothing to do.
+    for code, out, err in finish(start_workers(train_command("run", 3), homes=homes)):
+        assert code == 0, err[-3000:]
+        assert "the run is complete (3 epochs)" in out
+
+
+@pytest.mark.parametrize("config, message", [
+    (None, "needs the TF_CONFIG environment variable"),
+    ("{not json", "TF_CONFIG is not valid JSON"),
+    ('{"task": {"type": "worker", "index": 0}}', "no 'cluster' object"),
+    ('{"cluster": {"worker": ["localhost:1"]}}', "needs a 'task'"),
+    ('{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 1}}',
+     "task index 1 is not in cluster['worker'] (1 entries)"),
+    ('{"cluster": {"worker": ["nohost"]}, "task": {"type": "worker", "index": 0}}',
+     "list of 'host:port' strings"),
+    ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "ps", "index": 0}}',
+     "must be 'chief' or 'worker'"),
+])
+def test_tf_config_errors_are_specific(config, message):
+    environ = {} if config is None else {"TF_CONFIG": config}
+    with pytest.raises(ClusterConfigError, match=None) as error:
+        read_tf_config(environ)
+    assert message in str(error.value)
+
+
+def test_tf_config_with_a_chief():
+    config = {"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
+              "task": {"type": "worker", "index": 1}}
+    assert read_tf_config({"TF_CONFIG": json.dumps(config)}) == {
+        "workers": 3, "task_type": "worker", "task_index": 1, "worker_index": 2,
+        "is_chief": False}
+
+
+def test_cli_multi_worker_without_tf_config_is_one_line(tmp_path):
+    # (TF_CPP_MIN_LOG_LEVEL unset: the CLI then hides TensorFlow's start-up lines itself)
+    env = {key: value for key, value in ENV.items()
+           if key not in ("TF_CONFIG", "TF_CPP_MIN_LOG_LEVEL")}
+    result = subprocess.run(train_command(str(tmp_path / "run"), 1), env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "TF_CONFIG environment variable" in lines[0], result.stderr
