@@ -170,7 +170,10 @@ class DistributedTrainer:
             return dataset.concatenate(filler)
 
         distributed = strategy.distribute_datasets_from_function(endless_fn)
-        local_replicas = max(1, len(strategy.extended.worker_devices))
+        try:
+            local_replicas = max(1, len(strategy.extended.worker_devices))
+        except RuntimeError:  # the default strategy: one device
+            local_replicas = 1
         local_batches = sum(counts.values())
         return distributed, math.ceil(local_batches / local_replicas)
 

@@ -1,0 +1,98 @@
+"""`DistributedTrainer` in one process: the same training as `model.fit`, Keras callbacks, errors.
+
+The two-worker runs are in tests/training/test_multi_worker.py; here the
+loop itself (epochs, callbacks, History, validation, neutral filler batches)
+is compared with Keras' `fit` under the default strategy.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kerasseq.data import TextTokenizer, make_dataset
+from kerasseq.models import build_rnn_seq2seq
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
+from kerasseq.training.distribute import get_strategy
+from kerasseq.training.trainer import DistributedTrainer, sharded_dataset_fn
+
+PAIRS = [("cat", "K AE T"), ("dog", "D AO G"), ("cab", "K AE B"), ("god", "G AA D"),
+         ("tag", "T AE G"), ("bat", "B AE T"), ("tab", "T AE B"), ("act", "AE K T"),
+         ("at", "AE T"), ("to", "T UW")]
+WORDS = TextTokenizer.from_texts([s for s, _ in PAIRS], split="character")
+PHONEMES = TextTokenizer.from_texts([t for _, t in PAIRS], split="whitespace")
+
+
+def compiled_model(strategy=None):
+    strategy = strategy or get_strategy("default")
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = build_rnn_seq2seq(embedding_dim=4, units=8, source_tokenizer=WORDS,
+                                  target_tokenizer=PHONEMES)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2, clipnorm=1.0),
+                      loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+                      metrics=[MaskedTokenAccuracy()])
+    return model
+
+
+def dataset(shuffle=False, known_length=False):
+    data = make_dataset(PAIRS, WORDS, PHONEMES, batch_size=4, shuffle=shuffle,
+                        bucket_boundaries=[4])
+    # Keras' fit on a dataset of unknown length counts one optimizer iteration
+    # more after the first epoch (it runs into the end of the data once), which
+    # changes Adam's bias correction; with the length known it does not.
+    return data.apply(tf.data.experimental.assert_cardinality(3)) if known_length else data
+
+
+def test_fit_equals_keras_fit_with_validation_and_callbacks(tmp_path):
+    reference = compiled_model()
+    expected = reference.fit(dataset(known_length=True), validation_data=dataset(), epochs=3,
+                             verbose=0).history
+    model = compiled_model()
+    csv_path = tmp_path / "history.csv"
+    seen = []
+
+    class Batches(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append((batch, sorted(logs)))
+
+    history = DistributedTrainer(model).fit(
+        dataset(), validation_data=dataset(), epochs=3, verbose=0,
+        callbacks=[keras.callbacks.CSVLogger(str(csv_path)), Batches()])
+    assert isinstance(history, keras.callbacks.History) and history.epoch == [0, 1, 2]
+    assert sorted(history.history) == sorted(expected)
+    for name, values in expected.items():
+        np.testing.assert_allclose(history.history[name], values, rtol=1e-5, atol=1e-6)
+    for a, b in zip(model.weights, reference.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+    assert csv_path.read_text().count("\n") == 4  # header + 3 epochs
+    assert seen[0] == (0, ["loss", "token_accuracy"]) and len(seen) == 3 * 3  # 3 batches/epoch
+
+
+def test_dataset_function_and_early_stopping():
+    model = compiled_model()
+    data = sharded_dataset_fn(PAIRS, WORDS, PHONEMES, global_batch_size=4, shuffle=False)
+    # mode="max" on a falling loss: epoch 1 is no improvement, so training stops there.
+    stop = keras.callbacks.EarlyStopping(monitor="loss", mode="max", patience=0)
+    history = DistributedTrainer(model).fit(data, epochs=5, verbose=0, callbacks=[stop])
+    assert history.epoch == [0, 1] and stop.stopped_epoch == 1
+    evaluation = DistributedTrainer(model).evaluate(data, verbose=0)
+    expected = model.evaluate(dataset(), verbose=0, return_dict=True)
+    assert evaluation == pytest.approx(expected, rel=1e-5)
+
+
+def test_errors_are_specific():
+    with pytest.raises(ValueError, match="compiled with an optimizer"):
+        DistributedTrainer(build_rnn_seq2seq(embedding_dim=4, units=8, source_tokenizer=WORDS,
+                                             target_tokenizer=PHONEMES))
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with pytest.raises(ValueError, match="inside `with strategy.scope\\(\\):`"):
+        DistributedTrainer(compiled_model(), strategy)
+    with pytest.raises(ValueError, match="infinite"):
+        DistributedTrainer(compiled_model()).fit(dataset().repeat(), epochs=1, verbose=0)
+    with pytest.raises(TypeError, match="tf.data.Dataset of global batches"):
+        DistributedTrainer(compiled_model()).fit([1, 2, 3], epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="must be a multiple of the number of replicas"):
+        data = sharded_dataset_fn(PAIRS, WORDS, PHONEMES, global_batch_size=3)
+        data(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                        num_replicas_in_sync=2))
