@@ -55,13 +55,14 @@ def dataset(rows=4):
         ((source[:rows], target_in[:rows]), target_out[:rows])).batch(4)
 
 
-def train_one_step(strategy, initial_weights=None, dataset=dataset, evaluate=True):
+def train_one_step(strategy, initial_weights=None, dataset=dataset, evaluate=True, clipnorm=None):
     with strategy.scope():
         keras.utils.set_random_seed(0)
         model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8, attention="bahdanau")
         if initial_weights is not None:
             model.set_weights(initial_weights)
-        model.compile(optimizer=keras.optimizers.SGD(0.5), loss=MaskedSparseCategoricalCrossentropy(),
+        model.compile(optimizer=keras.optimizers.SGD(0.5, clipnorm=clipnorm),
+                      loss=MaskedSparseCategoricalCrossentropy(),
                       metrics=[MaskedTokenAccuracy()])
     initial = [w.numpy() for w in model.weights]
     before = float(MaskedSparseCategoricalCrossentropy()(target_out, model([source, target_in])))
@@ -78,7 +79,18 @@ odd_single, _, _, odd_single_history, _ = train_one_step(
     get_strategy("default"), initial, dataset=lambda: dataset(3), evaluate=False)
 odd_mirrored, _, _, odd_mirrored_history, _ = train_one_step(
     strategy, initial, dataset=lambda: pad_batches_to_multiple(dataset(3), 2), evaluate=False)
+# Clipping active (the gradient norms are far above 0.05): all-reduce first, then clip.
+clip_single, _, _, clip_single_history, _ = train_one_step(
+    get_strategy("default"), initial, evaluate=False, clipnorm=0.05)
+clip_mirrored, _, _, clip_mirrored_history, _ = train_one_step(
+    strategy, initial, evaluate=False, clipnorm=0.05)
 print(json.dumps({
+    "clip_max_weight_diff": max(float(np.max(np.abs(a.numpy() - b.numpy())))
+                                for a, b in zip(clip_single.weights, clip_mirrored.weights)),
+    "clip_vs_unclipped": max(float(np.max(np.abs(a.numpy() - b.numpy())))
+                             for a, b in zip(clip_single.weights, single.weights)),
+    "clip_single_loss": clip_single_history["loss"][0],
+    "clip_mirrored_loss": clip_mirrored_history["loss"][0],
     "replicas": strategy.num_replicas_in_sync,
     "loss_before": before,
     "single_loss": single_history["loss"][0], "mirrored_loss": mirrored_history["loss"][0],
@@ -114,6 +126,10 @@ def test_mirrored_step_matches_single_device_step():
     assert report["max_weight_diff"] < tolerance
     # ... with a batch padded to a multiple of the replicas as well ...
     assert report["odd_max_weight_diff"] < tolerance
+    # ... with gradient clipping active (all-reduced first, then clipped) ...
+    assert report["clip_vs_unclipped"] > 1e-2
+    assert report["clip_max_weight_diff"] < 1e-6
+    assert report["clip_mirrored_loss"] == pytest.approx(report["clip_single_loss"], abs=1e-5)
     # ... and evaluation after the step agrees too.
     for name in ("loss", "token_accuracy"):
         assert report["mirrored_eval"][name] == pytest.approx(report["single_eval"][name], abs=1e-5)
