@@ -1,4 +1,4 @@
-"""German → English example sentences of the Ding dictionary, with and without attention.
+"""German → English example sentences of the Ding dictionary: a Transformer and RNNs with and without attention.
 
     sudo apt-get install dict-freedict-deu-eng     # or: make examples-data
     .venv/bin/python examples/german_to_english_ding.py --output-dir runs/ding_de_en
@@ -10,8 +10,8 @@ the FreeDict German–English (Ding) dictionary that Debian packages as
 headwords that are whole sentences, cleaned). When the package is not
 installed the script says so and exits with status 0.
 
-Split (deterministic): `zlib.crc32(german) % 20` is 0 → dev (5 %, early
-stopping), 1 or 2 → test (10 %, BLEU), else train.
+Split (deterministic): `zlib.crc32(german) % 20` is 0 → dev (5 %, model
+selection), 1 or 2 → test (10 %, scored once at the end), else train.
 
 Subwords: `kerasseq.data.WordPieceTextTokenizer` (keras-hub's WordPiece with
 kerasseq's reserved ids) learns one vocabulary per language on the training
@@ -20,11 +20,25 @@ split (lower-cased, punctuation split off) and turns a sentence into pieces,
 and `model.translate` returns readable text: the tokenizer glues the `##`
 pieces back and puts the punctuation where it belongs (see docs/data.md).
 
-Two models with the same sizes are trained on the same batches: LSTM encoder
-→ GRU decoder with Bahdanau attention, and the same without attention (the
-decoder sees only the bridged final encoder state, Cho et al. 2014). Both are
-scored on the test split with case-insensitive sacreBLEU and chrF
-(`kerasseq.evaluation`), greedy and beam search.
+Models (`--models`, comma-separated, all three by default):
+
+- `transformer`: `build_transformer_seq2seq` with the warm-up schedule of
+  `transformer_optimizer` and label smoothing;
+- `rnn_attention` and `rnn_none`: LSTM encoder → GRU decoder with Bahdanau
+  attention, and the same without attention (the decoder sees only the
+  bridged final encoder state, Cho et al. 2014). Both have the same sizes, the
+  same seed, batches and budget (`--epochs`, `--time-limit-minutes`): a fair
+  attention vs no-attention comparison.
+
+After every epoch the model translates the dev split greedily; the dev BLEU
+picks the epoch kept (early stopping after `--patience` epochs without a
+better dev BLEU) and, for beam search, the length penalty. The test split is
+scored once, at the end, with case-insensitive sacreBLEU and chrF
+(`kerasseq.evaluation`), greedy and beam search, and by source length
+(`scores_by_length`). Everything goes to OUTPUT_DIR/results.json, the learning
+curves to OUTPUT_DIR/learning_curves.png.
+
+`--threads N` limits TensorFlow to N intra-op and N inter-op threads.
 """
 
 import argparse
@@ -36,12 +50,22 @@ import zlib
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.freedict import DEFAULT_PATH, load_freedict_pairs  # noqa: E402
-from kerasseq.evaluation import corpus_bleu, corpus_chrf  # noqa: E402
-from kerasseq.models import build_rnn_seq2seq  # noqa: E402
-from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy  # noqa: E402
+from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
+from kerasseq.training import (  # noqa: E402
+    MaskedSparseCategoricalCrossentropy,
+    MaskedTokenAccuracy,
+    TimeLimit,
+    TransformerSchedule,
+)
+
+MODELS = ("transformer", "rnn_attention", "rnn_none")
+LENGTH_BUCKETS = (0, 5, 10, 15, 20)  # source words
+POSITIONS = 128  # the Transformer's position table: longer test sources are cut
 
 
 def split_of(german):
@@ -66,20 +90,79 @@ def make_tokenizers(train_pairs, vocabulary_size):
     )
 
 
-def train_and_score(name, attention, args, data, tokenizers, test_pairs):
-    """Train one model and score it on `test_pairs` (`(german, english)` str)."""
-    keras.utils.set_random_seed(args.seed)  # the same initial weights and batches order
+class DevBleu(keras.callbacks.Callback):
+    """Greedy dev BLEU after every epoch (`logs["dev_bleu"]`), early stopping on it.
+
+    Keeps the weights of the best epoch and puts them back when training ends.
+    """
+
+    def __init__(self, pairs, patience, search, batch_size=128):
+        super().__init__()
+        self.search = search
+        self.sources = [german for german, _ in pairs]
+        self.references = [english for _, english in pairs]
+        self.patience, self.batch_size = patience, batch_size
+        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        hypotheses = self.model.translate(self.sources, method="greedy",
+                                          batch_size=self.batch_size, **self.search)
+        bleu = corpus_bleu(hypotheses, self.references, lowercase=True)
+        if logs is not None:
+            logs["dev_bleu"] = bleu
+        print(f"  epoch {epoch + 1}: dev BLEU {bleu:.2f}", flush=True)
+        if bleu > self.best:
+            self.best, self.best_epoch, self.wait = bleu, epoch + 1, 0
+            self.best_weights = self.model.get_weights()
+        else:
+            self.wait += 1
+            if self.wait >= self.patience:
+                self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)
+
+
+def build_model(name, args, tokenizers):
+    """The model `name` (one of MODELS), compiled."""
     source_tokenizer, target_tokenizer = tokenizers
+    if name == "transformer":
+        model = build_transformer_seq2seq(
+            num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
+            dropout=args.transformer_dropout, max_length=POSITIONS, norm_first=args.norm_first,
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
+        )
+        # transformer_optimizer's Adam (betas 0.9/0.98, epsilon 1e-9), with a scaled schedule
+        optimizer = keras.optimizers.Adam(
+            TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps, scale=args.lr_scale),
+            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
+    else:
+        model = build_rnn_seq2seq(
+            embedding_dim=args.embedding_dim, units=args.units,
+            attention="bahdanau" if name == "rnn_attention" else None,
+            dropout=args.dropout, max_target_length=args.max_pieces + 4,
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
+        )
+        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
+    model.compile(optimizer=optimizer,
+                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
+                  metrics=[MaskedTokenAccuracy()])
+    return model
+
+
+def train_and_score(name, args, data, tokenizers, dev_pairs, test_pairs):
+    """Train one model, pick its epoch and length penalty on dev, score it on test."""
+    keras.utils.set_random_seed(args.seed)  # the same initial weights and batches order
     train_data, dev_data = data
-    model = build_rnn_seq2seq(
-        embedding_dim=args.embedding_dim, units=args.units, attention=attention,
-        dropout=args.dropout, max_target_length=args.max_pieces + 4,
-        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
-    )
-    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
-                  loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
-    callbacks = [keras.callbacks.EarlyStopping(monitor="val_loss", patience=2,
-                                               restore_best_weights=True)]
+    model = build_model(name, args, tokenizers)
+    # generate at most max_pieces + 4 tokens; cut sources to the position table
+    search = {"max_length": args.max_pieces + 4, "max_source_length": POSITIONS}
+    dev_bleu = DevBleu(dev_pairs, patience=args.patience, search=search)
+    callbacks = [dev_bleu]
+    if args.time_limit_minutes:
+        callbacks.append(TimeLimit(args.time_limit_minutes * 60))
+    print(f"--- {name}: {model.count_params():,} parameters", flush=True)
     started = time.time()
     history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
                         steps_per_epoch=3 if args.smoke else None, callbacks=callbacks,
@@ -87,20 +170,62 @@ def train_and_score(name, attention, args, data, tokenizers, test_pairs):
     train_seconds = time.time() - started
     model.save(os.path.join(args.output_dir, f"{name}.keras"))
 
+    dev_sources = [german for german, _ in dev_pairs]
+    dev_references = [english for _, english in dev_pairs]
+    dev_beam = {}
+    for alpha in args.length_penalties:
+        hypotheses = model.translate(dev_sources, method="beam", num_beams=args.num_beams,
+                                     length_penalty=alpha, batch_size=64, **search)
+        dev_beam[alpha] = corpus_bleu(hypotheses, dev_references, lowercase=True)
+    alpha = max(dev_beam, key=dev_beam.get)
+
     sources = [german for german, _ in test_pairs]
     references = [english for _, english in test_pairs]
-    greedy = model.translate(sources, method="greedy", batch_size=128)
-    beam = model.translate(sources, method="beam", num_beams=args.num_beams, batch_size=128)
+    greedy = model.translate(sources, method="greedy", batch_size=128, **search)
+    beam = model.translate(sources, method="beam", num_beams=args.num_beams,
+                           length_penalty=alpha, batch_size=64, **search)
+    curve = {key: [float(value) for value in values] for key, values in history.history.items()}
     return {
         "parameters": int(model.count_params()),
-        "epochs_run": len(history.history["loss"]),
+        "epochs_run": len(curve["loss"]),
+        "best_epoch": dev_bleu.best_epoch,
         "train_seconds": round(train_seconds, 1),
-        "best_dev_loss": float(min(history.history["val_loss"])),
+        "history": curve,
+        "best_dev_bleu_greedy": dev_bleu.best,
+        "dev_bleu_beam_by_length_penalty": {str(key): value for key, value in dev_beam.items()},
+        "length_penalty": alpha,
         "test_bleu_greedy": corpus_bleu(greedy, references, lowercase=True),
         "test_bleu_beam": corpus_bleu(beam, references, lowercase=True),
         "test_chrf_greedy": corpus_chrf(greedy, references),
-        "samples": [[r, g] for r, g in list(zip(references, greedy, strict=True))[:5]],
+        "test_chrf_beam": corpus_chrf(beam, references),
+        "test_bleu_by_length_beam": scores_by_length(sources, beam, references,
+                                                     buckets=LENGTH_BUCKETS, lowercase=True),
+        "test_bleu_by_length_greedy": scores_by_length(sources, greedy, references,
+                                                       buckets=LENGTH_BUCKETS, lowercase=True),
+        "samples": [[s, r, b] for s, r, b in list(zip(sources, references, beam,
+                                                       strict=True))[:8]],
     }
+
+
+def plot_learning_curves(results, path):
+    """Train/dev loss and dev BLEU per epoch of every model, one figure."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9.0, 3.2), layout="constrained")
+    loss_ax, bleu_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    for index, (name, scores) in enumerate(results.items()):
+        history, color = scores["history"], f"C{index}"
+        epochs = range(1, len(history["loss"]) + 1)
+        loss_ax.plot(epochs, history["loss"], color=color, linestyle="--", label=f"{name} train")
+        loss_ax.plot(epochs, history["val_loss"], color=color, label=f"{name} dev")
+        bleu_ax.plot(epochs, history["dev_bleu"], color=color, marker="o", markersize=3,
+                     label=name)
+    loss_ax.set(xlabel="epoch", ylabel="loss (label-smoothed)", title="loss")
+    bleu_ax.set(xlabel="epoch", ylabel="BLEU", title="dev BLEU (greedy)")
+    for ax in (loss_ax, bleu_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    figure.savefig(path, dpi=120)
 
 
 def make_parser():
@@ -108,18 +233,42 @@ def make_parser():
     parser.add_argument("--output-dir", default="runs/german_to_english_ding")
     parser.add_argument("--dict-path", default=DEFAULT_PATH,
                         help="the FreeDict .dict.dz file (default %(default)s)")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated, from %(default)s")
     parser.add_argument("--vocabulary-size", type=int, default=4000,
                         help="WordPiece vocabulary per language")
-    parser.add_argument("--max-pieces", type=int, default=30,
+    parser.add_argument("--max-pieces", type=int, default=40,
                         help="drop training pairs with more pieces on either side")
     parser.add_argument("--max-test-examples", type=int, default=None)
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--epochs", type=int, default=60)
+    parser.add_argument("--patience", type=int, default=5,
+                        help="epochs without a better dev BLEU before stopping")
+    parser.add_argument("--time-limit-minutes", type=float, default=None,
+                        help="training budget per model")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    # Transformer
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--dff", type=int, default=512)
+    parser.add_argument("--transformer-dropout", type=float, default=0.3)
+    parser.add_argument("--norm-first", action=argparse.BooleanOptionalAction, default=True,
+                        help="pre-norm Transformer blocks (stable at a higher learning rate)")
+    parser.add_argument("--warmup-steps", type=int, default=600)
+    parser.add_argument("--lr-scale", type=float, default=1.0,
+                        help="factor on the warm-up schedule's learning rate")
+    # RNN
     parser.add_argument("--embedding-dim", type=int, default=128)
     parser.add_argument("--units", type=int, default=256)
-    parser.add_argument("--dropout", type=float, default=0.2)
+    parser.add_argument("--dropout", type=float, default=0.3)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
+    # search
     parser.add_argument("--num-beams", type=int, default=4)
+    parser.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.6, 1.0],
+                        help="beam length penalties tried on dev")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="TensorFlow intra- and inter-op threads (0: TensorFlow's choice)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
     parser.add_argument("--smoke", action="store_true",
@@ -129,6 +278,16 @@ def make_parser():
 
 def main(argv=None):
     args = make_parser().parse_args(argv)
+    if args.threads:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        except RuntimeError as error:  # TensorFlow already running (e.g. inside the tests)
+            print(f"--threads ignored: {error}")
+    names = [name.strip() for name in args.models.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
     try:  # the smoke run reads only the first 400 pairs
         pairs = load_freedict_pairs(args.dict_path, max_pairs=400 if args.smoke else None)
     except FileNotFoundError as error:
@@ -136,7 +295,8 @@ def main(argv=None):
         return None
     if args.smoke:
         args.vocabulary_size, args.epochs, args.embedding_dim, args.units = 300, 1, 16, 32
-        args.num_beams, args.max_test_examples = 2, 16
+        args.layers, args.d_model, args.heads, args.dff = 1, 16, 2, 32
+        args.num_beams, args.max_test_examples, args.length_penalties = 2, 16, [0.0]
     splits = {"train": [], "dev": [], "test": []}
     for german, english in pairs:
         splits[split_of(german)].append((german, english))
@@ -152,27 +312,40 @@ def main(argv=None):
         make_dataset(splits["train"], *tokenizers, batch_size=args.batch_size, seed=args.seed,
                      bucket_boundaries="auto", max_source_length=args.max_pieces,
                      max_target_length=args.max_pieces),
-        make_dataset(splits["dev"], *tokenizers, batch_size=args.batch_size, shuffle=False),
+        make_dataset(splits["dev"], *tokenizers, batch_size=args.batch_size, shuffle=False,
+                     max_source_length=POSITIONS, max_target_length=POSITIONS - 1),
     )
+    dev_pairs = splits["dev"][:16] if args.smoke else splits["dev"]
     test_pairs = splits["test"][: args.max_test_examples]
 
     os.makedirs(args.output_dir, exist_ok=True)
     results = {"pairs": len(pairs), "train_pairs": len(splits["train"]),
-               "test_pairs": len(test_pairs), "vocabulary_size": args.vocabulary_size}
-    for name, attention in (("bahdanau_attention", "bahdanau"), ("no_attention", None)):
-        results[name] = train_and_score(name, attention, args, data, tokenizers, test_pairs)
-    with open(os.path.join(args.output_dir, "results.json"), "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2, ensure_ascii=False)
+               "dev_pairs": len(dev_pairs), "test_pairs": len(test_pairs),
+               "vocabulary_size": args.vocabulary_size, "arguments": vars(args), "models": {}}
+    for name in names:
+        results["models"][name] = train_and_score(name, args, data, tokenizers, dev_pairs,
+                                                  test_pairs)
+        with open(os.path.join(args.output_dir, "results.json"), "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2, ensure_ascii=False)
+    plot_learning_curves(results["models"], os.path.join(args.output_dir, "learning_curves.png"))
 
     print(f"test split ({len(test_pairs)} pairs), case-insensitive sacreBLEU / chrF:")
-    for name in ("bahdanau_attention", "no_attention"):
-        scores = results[name]
-        print(f"  {name:>18}: BLEU greedy {scores['test_bleu_greedy']:.1f}  "
-              f"beam({args.num_beams}) {scores['test_bleu_beam']:.1f}  "
-              f"chrF {scores['test_chrf_greedy']:.1f}  ({scores['parameters']:,} parameters, "
-              f"{scores['epochs_run']} epochs, {scores['train_seconds'] / 60:.1f} min)")
-    for reference, hypothesis in results["bahdanau_attention"]["samples"]:
-        print(f"  ref {reference}\n  hyp {hypothesis}")
+    for name, scores in results["models"].items():
+        print(f"  {name:>13}: BLEU greedy {scores['test_bleu_greedy']:.1f}  "
+              f"beam({args.num_beams}, lp {scores['length_penalty']}) "
+              f"{scores['test_bleu_beam']:.1f}  chrF {scores['test_chrf_beam']:.1f}  "
+              f"({scores['parameters']:,} parameters, epoch {scores['best_epoch']} of "
+              f"{scores['epochs_run']}, {scores['train_seconds'] / 60:.1f} min)")
+    print("test BLEU (beam) by source length in words:")
+    print("  " + "".join(f"{row['bucket']:>10}" for row in
+                         next(iter(results["models"].values()))["test_bleu_by_length_beam"]))
+    for name, scores in results["models"].items():
+        print("  " + "".join(
+            f"{'-' if row['score'] is None else format(row['score'], '.1f'):>10}"
+            for row in scores["test_bleu_by_length_beam"]) + f"  {name} (n = "
+            + "/".join(str(row["count"]) for row in scores["test_bleu_by_length_beam"]) + ")")
+    for source, reference, hypothesis in next(iter(results["models"].values()))["samples"][:5]:
+        print(f"  src {source}\n  ref {reference}\n  hyp {hypothesis}")
     return results
 
 

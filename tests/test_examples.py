@@ -142,10 +142,17 @@ def test_german_to_english_ding_smoke(tmp_path):
                     "package dict-freedict-deu-eng (make examples-data)")
     results = module.main(["--smoke", "--output-dir", str(tmp_path)])
     assert results["test_pairs"] == 16
-    for name in ("bahdanau_attention", "no_attention"):
-        assert 0.0 <= results[name]["test_bleu_greedy"] <= 100.0
+    models = results["models"]
+    assert list(models) == ["transformer", "rnn_attention", "rnn_none"]
+    for name, scores in models.items():
+        assert 0.0 <= scores["test_bleu_greedy"] <= 100.0
+        assert 0.0 <= scores["test_bleu_beam"] <= 100.0
+        assert len(scores["history"]["dev_bleu"]) == scores["epochs_run"] == 1
+        assert sum(row["count"] for row in scores["test_bleu_by_length_beam"]) == 16
         assert (tmp_path / f"{name}.keras").exists()
-    assert results["bahdanau_attention"]["parameters"] > results["no_attention"]["parameters"]
+    assert models["rnn_attention"]["parameters"] > models["rnn_none"]["parameters"]
+    assert json.loads((tmp_path / "results.json").read_text())["test_pairs"] == 16
+    assert (tmp_path / "learning_curves.png").stat().st_size > 0
 
 
 def test_german_to_english_ding_missing_dictionary_exits_cleanly(tmp_path, capsys):
