@@ -1,4 +1,4 @@
-"""Losses, metrics, schedules and callbacks for teacher-forced training."""
+"""Losses, metrics, schedules, callbacks, training runs and distributed training."""
 
 from kerasseq.training.averaging import (
     KeepLastCheckpoints,
@@ -17,8 +17,10 @@ from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
 from kerasseq.training.metrics import MaskedTokenAccuracy
 from kerasseq.training.run import TrainingRun
 from kerasseq.training.schedules import TransformerSchedule, transformer_optimizer
+from kerasseq.training.trainer import DistributedTrainer, sharded_dataset_fn
 
 __all__ = [
+    "DistributedTrainer",
     "KeepLastCheckpoints",
     "MaskedSparseCategoricalCrossentropy",
     "MaskedTokenAccuracy",
@@ -31,6 +33,7 @@ __all__ = [
     "all_weights_finite",
     "average_checkpoints",
     "epoch_checkpoints",
+    "sharded_dataset_fn",
     "teacher_forcing_probability",
     "transformer_optimizer",
 ]

@@ -147,8 +147,17 @@ def _replica_context():
     return context if context is not None and context.num_replicas_in_sync > 1 else None
 
 
+def _clipping_optimizer(optimizer):
+    """The optimizer whose clipping settings apply: the inner one of a `LossScaleOptimizer`."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return optimizer.inner_optimizer
+    return optimizer
+
+
 def clips_gradients(optimizer):
-    """True if the Keras optimizer clips its gradients (any of the three ways)."""
+    """True if the Keras optimizer clips its gradients (any of the three ways; for a
+    `LossScaleOptimizer`, its inner optimizer)."""
+    optimizer = _clipping_optimizer(optimizer)
     return any(getattr(optimizer, name, None) for name in ("clipnorm", "global_clipnorm", "clipvalue"))
 
 
@@ -170,9 +179,11 @@ def clip_like_optimizer(optimizer, gradients):
     The same rules and formulas as Keras 3's optimizers: `clipnorm` clips each
     variable's gradient to that L2 norm, else `global_clipnorm` scales all of
     them by `min(1, clip / global_norm)` (NaN for a non-finite norm), else
-    `clipvalue` clips each element. `None` gradients stay `None`.
+    `clipvalue` clips each element. `None` gradients stay `None`. A
+    `LossScaleOptimizer` clips as its inner optimizer does (after unscaling).
     """
     ops = keras.ops
+    optimizer = _clipping_optimizer(optimizer)
     clipnorm = getattr(optimizer, "clipnorm", None)
     global_clipnorm = getattr(optimizer, "global_clipnorm", None)
     clipvalue = getattr(optimizer, "clipvalue", None)
@@ -240,7 +251,7 @@ def exact_train_step(model, data):
     variables = model.trainable_weights
     gradients = tape.gradient(scaled_loss, variables)
     if clips_gradients(optimizer) or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        if getattr(optimizer, "gradient_accumulation_steps", None):
+        if getattr(_clipping_optimizer(optimizer), "gradient_accumulation_steps", None):
             raise ValueError(
                 "gradient_accumulation_steps with gradient clipping is not supported with several "
                 "replicas (the optimizer clips the accumulated gradient, not each step's)")

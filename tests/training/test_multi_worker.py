@@ -43,7 +43,7 @@ import tensorflow as tf
 tf.config.experimental.enable_tensor_float_32_execution(False)
 import keras  # noqa: E402
 
-from kerasseq.models import build_rnn_seq2seq  # noqa: E402
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy  # noqa: E402
 from kerasseq.training.distribute import get_strategy  # noqa: E402
 from kerasseq.training.trainer import DistributedTrainer  # noqa: E402
@@ -55,7 +55,8 @@ target_in = np.array([[2, 5, 6, 7], [2, 8, 9, 0], [2, 0, 0, 0], [2, 0, 0, 0]], "
 target_out = np.array([[5, 6, 7, 3], [8, 9, 3, 0], [3, 0, 0, 0], [3, 0, 0, 0]], "int32")
 OPTIMIZERS = {"clipnorm": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05),
               "global_clipnorm": lambda: keras.optimizers.SGD(0.5, global_clipnorm=0.05),
-              "none": lambda: keras.optimizers.SGD(0.5)}
+              "none": lambda: keras.optimizers.SGD(0.5),
+              "transformer": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05)}
 
 strategy = get_strategy("multi_worker" if mode == "workers" else "default")
 
@@ -63,7 +64,11 @@ strategy = get_strategy("multi_worker" if mode == "workers" else "default")
 def build(name):
     with strategy.scope():
         keras.utils.set_random_seed(0)
-        model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8, attention="bahdanau")
+        if name == "transformer":
+            model = build_transformer_seq2seq(12, 12, num_layers=1, d_model=8, num_heads=2, dff=16,
+                                              dropout=0.0, max_length=8)
+        else:
+            model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8, attention="bahdanau")
         model.compile(optimizer=OPTIMIZERS[name](), loss=MaskedSparseCategoricalCrossentropy(),
                       metrics=[MaskedTokenAccuracy()])
     return model
@@ -96,19 +101,23 @@ def naive_clipped_step(model):
         variable.assign_sub(0.5 * gradient)
 
 
-def reference_global_clipnorm_step(model):
-    """The one-device step with the global norm of the *dense* gradient (tf.clip_by_global_norm).
+def reference_step(model, clip):
+    """The one-device SGD step with the norms of the *dense* gradient (TensorFlow's clipping).
 
-    Keras' own `global_clipnorm` takes the norm of an embedding's IndexedSlices
-    rows, counting a token that occurs twice as two rows (0.52673 instead of
-    0.52662 here), so it is not the reference for "the global norm of the
-    global gradient".
+    Keras' own clipping takes the norm of an embedding's IndexedSlices rows,
+    counting a token that occurs twice in the batch as two rows (global norm
+    0.52673 instead of 0.52662 for the RNN here; the Transformer's embedding
+    gradient is such a slice too), so it is not the reference for "the norm of
+    the global gradient".
     """
     with tf.GradientTape() as tape:
         loss = MaskedSparseCategoricalCrossentropy()(target_out, model([source, target_in],
                                                                        training=True))
     grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_weights)]
-    grads, _ = tf.clip_by_global_norm(grads, 0.05)
+    if clip == "global":
+        grads, _ = tf.clip_by_global_norm(grads, 0.05)
+    else:
+        grads = [tf.clip_by_norm(g, 0.05) for g in grads]
     for variable, gradient in zip(model.trainable_weights, grads):
         variable.assign_sub(0.5 * gradient)
     return float(loss)
@@ -117,8 +126,8 @@ def reference_global_clipnorm_step(model):
 report = {}
 for name in OPTIMIZERS:
     model = build(name)
-    if mode == "single" and name == "global_clipnorm":
-        loss = reference_global_clipnorm_step(model)
+    if mode == "single" and name in ("global_clipnorm", "transformer"):
+        loss = reference_step(model, "global" if name == "global_clipnorm" else "each")
         report[name] = {"loss": loss, "evaluation": model.evaluate(whole(), verbose=0, return_dict=True),
                         "weights": [w.numpy().tolist() for w in model.trainable_weights]}
         continue
@@ -188,7 +197,7 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     # ... and clipping each replica before the all-reduce would be visibly wrong.
     naive_error = max_difference(one["naive_clipnorm"]["weights"], one["clipnorm"]["weights"])
     assert naive_error > 1e-3
-    for name in ("clipnorm", "global_clipnorm", "none"):
+    for name in ("clipnorm", "global_clipnorm", "none", "transformer"):
         # Both workers hold the same weights, equal to the one-process step.
         assert max_difference(chief[name]["weights"], other[name]["weights"]) == 0.0
         assert max_difference(chief[name]["weights"], one[name]["weights"]) < 1e-6
