@@ -96,3 +96,27 @@ def test_errors_are_specific():
         data = sharded_dataset_fn(PAIRS, WORDS, PHONEMES, global_batch_size=3)
         data(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                         num_replicas_in_sync=2))
+
+
+def test_scheduled_sampling_and_a_schedule_follow_the_trainer():
+    from kerasseq.training import ScheduledSampling
+
+    def build():
+        keras.utils.set_random_seed(0)
+        model = build_rnn_seq2seq(embedding_dim=4, units=8, source_tokenizer=WORDS,
+                                  target_tokenizer=PHONEMES, sampling_probability=0.0)
+        schedule = keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=2, decay_rate=0.5)
+        model.compile(optimizer=keras.optimizers.Adam(schedule),
+                      loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
+        return model
+
+    sampling = ScheduledSampling(schedule="linear", decay=0.5, max_probability=1.0)
+    model = build()
+    history = DistributedTrainer(model).fit(dataset(), epochs=2, verbose=0, callbacks=[sampling])
+    # linear: teacher forcing 1 - 0.5 i, so the sampling probability of epoch 1 is 0.5
+    probabilities = [float(v.numpy()) for v in model.weights if "sampling_probability" in v.path]
+    assert probabilities and all(p == pytest.approx(0.5) for p in probabilities)
+    # the learning-rate schedule advanced with the optimizer's iterations (6 steps)
+    assert int(model.optimizer.iterations.numpy()) == 6
+    assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(1e-2 * 0.5 ** 3, rel=1e-5)
+    assert len(history.history["loss"]) == 2
