@@ -311,18 +311,35 @@ def _count_batches(dataset):
     return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
 
 
+_GATHER_FUNCTIONS = {}
+
+
 def max_over_workers(strategy, value):
     """The largest of every worker's `value` (an int), known to every worker.
 
-    A collective: every worker must call it at the same point.
+    A collective: every worker must call it at the same point. One traced
+    all-gather per strategy, reused by every call.
     """
     import tensorflow as tf
 
     if strategy.num_replicas_in_sync == 1:
         return value
-    local = tf.constant([value], tf.int64)
-    per_replica = strategy.experimental_distribute_values_from_function(lambda _: local)
-    return int(tf.reduce_max(strategy.gather(per_replica, axis=0)))
+    function = _GATHER_FUNCTIONS.get(id(strategy))
+    if function is None:
+        def replica_fn(local):
+            # Every replica's value in its own slot, summed: an all-gather by all-reduce.
+            context = tf.distribute.get_replica_context()
+            slots = tf.one_hot(context.replica_id_in_sync_group, context.num_replicas_in_sync,
+                               dtype=tf.int64)
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, slots * local)
+
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int64)])
+        def function(local):
+            gathered = strategy.run(replica_fn, args=(local,))
+            return strategy.experimental_local_results(gathered)[0]
+
+        _GATHER_FUNCTIONS[id(strategy)] = function
+    return int(tf.reduce_max(function(tf.constant(value, tf.int64))))
 
 
 def min_over_workers(strategy, value):
