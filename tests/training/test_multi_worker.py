@@ -56,7 +56,8 @@ target_out = np.array([[5, 6, 7, 3], [8, 9, 3, 0], [3, 0, 0, 0], [3, 0, 0, 0]], 
 OPTIMIZERS = {"clipnorm": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05),
               "global_clipnorm": lambda: keras.optimizers.SGD(0.5, global_clipnorm=0.05),
               "none": lambda: keras.optimizers.SGD(0.5),
-              "transformer": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05)}
+              "transformer": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05),
+              "uneven": lambda: keras.optimizers.SGD(0.5, clipnorm=0.05)}
 
 strategy = get_strategy("multi_worker" if mode == "workers" else "default")
 
@@ -78,6 +79,27 @@ def shard(input_context):
     rows = slice(0, 2) if input_context.input_pipeline_id == 0 else slice(2, 4)
     return tf.data.Dataset.from_tensor_slices(
         ((source[rows], target_in[rows]), target_out[rows])).batch(2)
+
+
+def uneven_shard(input_context):
+    """Worker 0: one batch (rows 0-1); worker 1: three batches (rows 2, 3, 0)."""
+    if input_context.input_pipeline_id == 0:
+        rows = [0, 1]
+        batch = 2
+    else:
+        rows = [2, 3, 0]
+        batch = 1
+    return tf.data.Dataset.from_tensor_slices(
+        ((source[rows], target_in[rows]), target_out[rows])).batch(batch)
+
+
+def uneven_global_batches():
+    """The global batches of `uneven_shard`: rows 0-2, then 3, then 0 (worker 0 has run out)."""
+    return tf.data.Dataset.from_generator(
+        lambda: (((source[r], target_in[r]), target_out[r]) for r in ([0, 1, 2], [3], [0])),
+        output_signature=((tf.TensorSpec([None, 5], "int32"), tf.TensorSpec([None, 4], "int32")),
+                          tf.TensorSpec([None, 4], "int32"))).apply(
+        tf.data.experimental.assert_cardinality(3))
 
 
 def whole():
@@ -133,11 +155,13 @@ for name in OPTIMIZERS:
         continue
     if mode == "workers":
         trainer = DistributedTrainer(model, strategy)
-        history = trainer.fit(shard, epochs=1, verbose=0).history
-        evaluation = trainer.evaluate(shard, verbose=0)
+        data = uneven_shard if name == "uneven" else shard
+        history = trainer.fit(data, epochs=1, verbose=0).history
+        evaluation = trainer.evaluate(data, verbose=0)
     else:
-        history = model.fit(whole(), epochs=1, verbose=0).history
-        evaluation = model.evaluate(whole(), verbose=0, return_dict=True)
+        data = uneven_global_batches() if name == "uneven" else whole()
+        history = model.fit(data, epochs=1, verbose=0).history
+        evaluation = model.evaluate(data, verbose=0, return_dict=True)
     report[name] = {"loss": history["loss"][0], "evaluation": evaluation,
                     "weights": [w.numpy().tolist() for w in model.trainable_weights]}
 if mode == "single":
@@ -197,7 +221,9 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     # ... and clipping each replica before the all-reduce would be visibly wrong.
     naive_error = max_difference(one["naive_clipnorm"]["weights"], one["clipnorm"]["weights"])
     assert naive_error > 1e-3
-    for name in ("clipnorm", "global_clipnorm", "none", "transformer"):
+    # "uneven": worker 0 runs out after one batch and feeds neutral batches while
+    # worker 1 does two more; equal to one process on the three global batches.
+    for name in ("clipnorm", "global_clipnorm", "none", "transformer", "uneven"):
         # Both workers hold the same weights, equal to the one-process step.
         assert max_difference(chief[name]["weights"], other[name]["weights"]) == 0.0
         assert max_difference(chief[name]["weights"], one[name]["weights"]) < 1e-6
