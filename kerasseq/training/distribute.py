@@ -256,18 +256,23 @@ def exact_train_step(model, data):
                 "gradient_accumulation_steps with gradient clipping is not supported with several "
                 "replicas (the optimizer clips the accumulated gradient, not each step's)")
         present = [i for i, g in enumerate(gradients) if g is not None]
-        # Dense (embedding gradients arrive as IndexedSlices): clipping needs whole tensors.
-        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM,
-                                     [tf.convert_to_tensor(gradients[i]) for i in present])
+        # Dense (embedding gradients arrive as IndexedSlices): clipping needs whole
+        # tensors. The loss rides along: one collective for both.
+        *reduced, global_loss = context.all_reduce(
+            tf.distribute.ReduceOp.SUM,
+            [tf.convert_to_tensor(gradients[i]) for i in present] + [tf.stop_gradient(loss)])
         total = [None] * len(gradients)
         for i, g in zip(present, reduced, strict=True):
             total[i] = g
         scale = loss_scale(optimizer)
         clipped = clip_like_optimizer(optimizer, [None if g is None else g / scale for g in total])
         gradients = [None if g is None else g * (scale / replicas) for g in clipped]
+    else:
+        global_loss = None
     tracker = _loss_tracker(model)
     if tracker is not None:
-        global_loss = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stop_gradient(loss))
+        if global_loss is None:
+            global_loss = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stop_gradient(loss))
         tracker.update_state(global_loss, sample_weight=_real_rows(y))
     optimizer.apply(gradients, variables)
     return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)

@@ -187,10 +187,23 @@ class DistributedTrainer:
 
         model, strategy = self.model, self.strategy
         replica_step = tf.function(step, jit_compile=self._jit_compile, reduce_retracing=True)
-
         def distributed_step(batch):
             strategy.run(replica_step, args=(batch,))
-            return model.get_metrics_result()
+            # (after the step: compiled metrics create their variables on first use)
+            variables = [v for metric in model.metrics for v in metric.variables]
+            summable = all(getattr(v, "aggregation", "sum") == "sum" for v in variables)
+
+            def local_states():
+                return tf.concat([tf.reshape(tf.cast(v.value, tf.float64), [-1])
+                                  for v in variables], 0)
+
+            if not summable or not variables or strategy.num_replicas_in_sync == 1:
+                return model.get_metrics_result()
+            # Every metric state summed over the replicas in ONE all-reduce (reading
+            # each sync-on-read variable would cost one collective per variable).
+            totals = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(local_states),
+                                     axis=None)
+            return _metric_results(model, totals)
 
         return distributed_step
 
@@ -293,6 +306,26 @@ class DistributedTrainer:
             logs = _to_floats(model.get_metrics_result())
         callback_list.on_test_end(logs)
         return logs if return_dict else list(logs.values())
+
+
+def _metric_results(model, totals):
+    """`model.get_metrics_result()` computed from the flat vector of summed metric states."""
+    import tensorflow as tf
+
+    results, offset = {}, 0
+    for metric in model.metrics:
+        states = []
+        for variable in metric.variables:
+            size = math.prod(variable.shape)  # static: reading the variable would be a collective
+            state = tf.reshape(totals[offset:offset + size], variable.shape)
+            states.append(tf.cast(state, variable.dtype))
+            offset += size
+        result = metric.stateless_result(states)
+        if isinstance(result, dict):
+            results.update(result)
+        else:
+            results[metric.name] = result
+    return results
 
 
 def _to_floats(logs):
