@@ -215,6 +215,8 @@ def train_and_score(name, args, data, tokenizers, dev_pairs, test_pairs):
     model = build_model(name, args, tokenizers)
     # generate at most max_pieces + 4 tokens; cut sources to the position table
     search = {"max_length": args.max_pieces + 4, "max_source_length": POSITIONS}
+    if args.smoke:  # a few sentences: compiling every search with XLA would cost more than it saves
+        search["jit_compile"] = False
     dev_bleu = DevBleu(dev_pairs, patience=args.patience, search=search)
     callbacks = [dev_bleu]
     if args.time_limit_minutes:
