@@ -407,3 +407,48 @@ def test_tsv_with_invalid_utf8_is_a_one_line_error_or_skipped(tmp_path):
     args = make_parser().parse_args(["train", "--output-dir", "/tmp/x", "--on-bad-line", "skip"])
     assert args.on_bad_line == "skip"
     assert make_parser().parse_args(["evaluate", "/tmp/x"]).on_bad_line == "error"
+
+
+def tensorboard_events(directory):
+    """`{tag: {step: kind}}` of every summary in the event files under `directory`
+    (kind: "scalar" with its value, or "image")."""
+    events = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            if not name.startswith("events.out.tfevents"):
+                continue
+            for record in tf.data.TFRecordDataset(os.path.join(root, name)):
+                event = tf.compat.v1.Event.FromString(record.numpy())
+                for value in event.summary.value:
+                    plugin = value.metadata.plugin_data.plugin_name
+                    if plugin == "images" or value.HasField("image"):
+                        kind = "image"
+                    else:
+                        kind = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                            else float(value.simple_value)
+                    events.setdefault(os.path.relpath(root, directory), {}).setdefault(
+                        value.tag, {})[event.step] = kind
+    return events
+
+
+def test_train_writes_tensorboard_logs(trained_dir):
+    # Issue 16, item 8: loss, learning rate, token accuracy, the dev score and an
+    # attention image for every epoch, in OUTPUT_DIR/tensorboard.
+    events = tensorboard_events(os.path.join(trained_dir, "tensorboard"))
+    assert {"train", "validation"} <= set(events), events.keys()
+    train, validation = events["train"], events["validation"]
+    for tag in ("epoch_loss", "epoch_learning_rate", "epoch_token_accuracy"):
+        assert set(train.get(tag, {})) == {0, 1}, (tag, sorted(train))
+    assert all(value == pytest.approx(1e-2) for value in train["epoch_learning_rate"].values())
+    for tag in ("epoch_loss", "epoch_token_accuracy", "epoch_dev_wer", "epoch_dev_per"):
+        assert set(validation.get(tag, {})) == {0, 1}, (tag, sorted(validation))
+    assert set(validation["attention"].values()) == {"image"}
+    assert set(validation["attention"]) == {0, 1}
+    with open(os.path.join(trained_dir, "summary.json")) as handle:
+        history = json.load(handle)["history"]
+    # The scalars are the run's own numbers: history.csv (and summary.json) hold
+    # the dev WER too, since TranslationSummaries runs before the CSVLogger.
+    for epoch in (0, 1):
+        assert train["epoch_loss"][epoch] == pytest.approx(history["loss"][epoch], rel=1e-5)
+        assert validation["epoch_dev_wer"][epoch] == pytest.approx(history["dev_wer"][epoch])
+        assert 0.0 <= validation["epoch_dev_wer"][epoch] <= 1.0
