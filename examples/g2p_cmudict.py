@@ -185,6 +185,17 @@ def main(argv=None):
         steps_per_epoch = 3
     if args.evaluate_only and not args.initial_model:
         make_parser().error("--evaluate-only needs --initial-model")
+    for flag, value in (("--keep-checkpoints", args.keep_checkpoints),
+                        ("--average-last", args.average_last)):
+        if value is not None and value < 1:
+            make_parser().error(f"{flag} must be >= 1, got {value}")
+    stale = epoch_checkpoints(os.path.join(args.output_dir, "checkpoints"))
+    if (args.keep_checkpoints or args.average_last) and not args.evaluate_only and stale:
+        # Epoch numbers restart at 1 in every run: older, higher-numbered files
+        # would count as the newest and end up in the average.
+        make_parser().error(f"{os.path.dirname(stale[0])} already holds {len(stale)} epoch "
+                            "checkpoint(s) of an earlier run; remove them or choose another "
+                            "--output-dir")
     if args.threads:
         import tensorflow as tf
 

@@ -47,6 +47,31 @@ def test_g2p_cmudict_averages_the_last_checkpoints(tmp_path):
     assert set(results["dev_before_averaging"]) == set(results["dev"]) == {"greedy", "beam2"}
     assert (tmp_path / "averaged.keras").exists()
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["epoch_001.keras", "epoch_002.keras"]
+    # averaged.keras reloads as the element-wise mean of the two epochs' weights
+    # (computed here with NumPy) and decodes alone and inside an Ensemble.
+    import numpy as np
+
+    from kerasseq.models import Ensemble
+
+    first, second = (keras.models.load_model(tmp_path / "checkpoints" / name, compile=False)
+                     for name in ("epoch_001.keras", "epoch_002.keras"))
+    averaged = keras.models.load_model(tmp_path / "averaged.keras", compile=False)
+    moved = 0.0
+    for a, b, mean in zip(first.weights, second.weights, averaged.weights, strict=True):
+        a, b, mean = (np.asarray(w.numpy(), "float64") for w in (a, b, mean))
+        if np.issubdtype(mean.dtype, np.floating):
+            np.testing.assert_allclose(mean, (a + b) / 2, rtol=1e-6, atol=1e-7)
+            moved = max(moved, float(np.max(np.abs(a - b))))
+    assert moved > 0.0  # the two epochs differ, so the mean is not either of them
+    words = ["cat", "dog"]
+    assert len(averaged.translate(words, method="greedy")) == 2
+    assert len(Ensemble([averaged, second]).translate(words, method="greedy")) == 2
+    # A second run into the same directory would mix the old checkpoints into
+    # its average: refused before training, with the reason.
+    with pytest.raises(SystemExit) as error:
+        load_example("g2p_cmudict").main(["--smoke", "--average-last", "2",
+                                          "--output-dir", str(tmp_path)])
+    assert error.value.code == 2
 
 
 def test_g2p_search_table_on_tiny_models(tmp_path, capsys):
