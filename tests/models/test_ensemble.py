@@ -218,3 +218,25 @@ def test_copies_of_one_model_share_a_name_and_equal_the_model(members, source_id
     loaded = keras.models.load_model(str(tmp_path / "copies.keras"))
     assert loaded.translate(words[:4], jit_compile=False) == rnn.translate(words[:4],
                                                                           jit_compile=False)
+
+
+def test_same_named_members_keep_their_own_weights_through_save_and_load(members, tmp_path):
+    """Two loads of one file, one of them changed: after `.keras` saving and loading,
+    each member still holds its own weights (no mix-up by layer name)."""
+    rnn, _, _ = members
+    path = str(tmp_path / "rnn.keras")
+    rnn.save(path)
+    first, second = keras.models.load_model(path), keras.models.load_model(path)
+    rng = np.random.default_rng(0)
+    for weight in second.trainable_weights:
+        weight.assign(weight.numpy() + rng.normal(0.0, 0.1, weight.shape).astype(weight.dtype))
+    assert first.name == second.name
+    ensemble = Ensemble([first, second])
+    ensemble.save(str(tmp_path / "ensemble.keras"))
+    loaded = keras.models.load_model(str(tmp_path / "ensemble.keras"))
+    for original, restored in zip([first, second], loaded.members, strict=True):
+        for a, b in zip(original.weights, restored.weights, strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # and the two members really differ
+    assert any(not np.array_equal(a.numpy(), b.numpy())
+               for a, b in zip(loaded.members[0].weights, loaded.members[1].weights, strict=True))
