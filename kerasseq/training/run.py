@@ -231,12 +231,8 @@ class TrainingRun:
 
     # ---------------------------------------------------------- training
     def callbacks(self, extra=(), keep_checkpoints=0):
-        """`[StopOnNonFiniteLoss, *extra, CSVLogger, best.keras checkpoint, (epoch
-        checkpoints,) backup]`.
-
-        The `extra` callbacks run before the loggers, so what they add to an
-        epoch's logs (e.g. `TranslationSummaries`' dev WER or BLEU) is written
-        to `history.csv` too.
+        """`[StopOnNonFiniteLoss, CSVLogger, best.keras checkpoint, (epoch
+        checkpoints,) backup, *extra]`.
 
         With `keep_checkpoints=N` (N >= 1) the model of every epoch is saved
         as `checkpoints/epoch_XXX.keras` and the newest N are kept
@@ -251,13 +247,13 @@ class TrainingRun:
                   if keep_checkpoints else [])
         return [
             StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
-            *extra,  # before the loggers: the metrics they add reach history.csv
             keras.callbacks.CSVLogger(self.history_path, append=True),
             AtomicModelCheckpoint(self.path("best.keras"), monitor="val_loss",
                                   save_best_only=True,
                                   initial_value_threshold=best_value(read_history(self.history_path))),
             *epochs,  # before the backup: a recorded epoch always has its checkpoint
             self.backup,  # after the loggers: a recorded epoch always has its history row
+            *extra,
         ]
 
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),

@@ -110,7 +110,10 @@ class TranslationSummaries(keras.callbacks.Callback):
                 tf.summary.image("attention", image, step=epoch)
         self._file_writer().flush()
         if logs is not None:
-            logs.update(scores)  # CSVLogger and History see them too
+            # History and the callbacks after this one see them too; `kerasseq
+            # train` runs it after the CSVLogger, so history.csv keeps the same
+            # columns whatever the TensorBoard flags of a resumed run.
+            logs.update(scores)
 
     def on_train_end(self, logs=None):
         if self._writer is not None:
