@@ -1,0 +1,391 @@
+"""Spanish → English on the SWORD Bibles: a Transformer and an RNN with Bahdanau attention.
+
+    sudo apt-get install --no-install-recommends libsword-utils sword-text-sparv sword-text-web
+    # or: make examples-data
+    .venv/bin/python examples/spanish_to_english_bible.py --output-dir runs/bible
+    .venv/bin/python examples/spanish_to_english_bible.py --smoke --output-dir /tmp/bible
+
+Data: the Reina-Valera 1909 (SWORD module `spaRV1909eb`) and the World
+English Bible (`engWEB2015eb`), paired verse by verse by
+`kerasseq.data.load_bible_pairs` (about 31,000 verses; markup and footnotes
+removed; split by chapter: dev and test about 5 % each; training verses that
+repeat a dev/test verse removed). When the modules are not installed the
+script says so and exits with status 0.
+
+Subwords: one `kerasseq.data.WordPieceTextTokenizer` per language learned on
+the training verses; the Spanish one lower-cases (the 1909 edition writes the
+first word of a chapter in capitals, "EN el principio"), the English one keeps
+case, so the output is cased and scored with cased sacreBLEU (its default
+13a tokenizer).
+
+Two phases, so a long training can be scored later with newer code:
+
+- `--phase train` (per model in `--models`): `model.fit` with teacher
+  forcing, a time limit (`--time-limit-minutes`), greedy BLEU on the first
+  `--dev-examples` dev verses after every epoch (the best epoch's weights are
+  kept; early stopping after `--patience` epochs), the last `--keep-checkpoints`
+  epochs kept for averaging. Writes OUTPUT_DIR/NAME/model.keras,
+  checkpoints/epoch_XXX.keras and history.json.
+- `--phase evaluate`: on the same dev verses, the averaged last checkpoints
+  against the best epoch (the better one is kept), then the beam length
+  penalty; then the test split is translated once, greedy and beam, and
+  scored: BLEU and chrF, BLEU by source length, 20 test translations with
+  references (the best, median and worst by sentence chrF). Writes
+  OUTPUT_DIR/results.json and OUTPUT_DIR/learning_curves.png.
+
+`--phase all` (the default) runs both. The figures and commands of the full
+run are in docs/results.md ("Spanish → English (SWORD Bibles)").
+"""
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
+from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
+from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
+from kerasseq.training import (  # noqa: E402
+    KeepLastCheckpoints,
+    MaskedSparseCategoricalCrossentropy,
+    MaskedTokenAccuracy,
+    TimeLimit,
+    TransformerSchedule,
+    average_checkpoints,
+    epoch_checkpoints,
+)
+
+MODELS = ("transformer", "rnn_attention")
+LENGTH_BUCKETS = (0, 10, 20, 30, 40, 60)  # source words
+POSITIONS = 256  # the Transformer's position table; test sources are cut to it
+
+
+def make_tokenizers(train_pairs, source_size, target_size):
+    """WordPiece tokenizers learned on the training verses: Spanish lower-cased, English cased."""
+    source = WordPieceTextTokenizer.from_texts(
+        [pair.source for pair in train_pairs], max_tokens=source_size, lowercase=True,
+        name="source_tokenizer")
+    target = WordPieceTextTokenizer.from_texts(
+        [pair.target for pair in train_pairs], max_tokens=target_size, lowercase=False,
+        name="target_tokenizer")
+    return source, target
+
+
+def search_settings(args):
+    settings = {"max_length": args.max_output_pieces, "max_source_length": POSITIONS}
+    if args.smoke:
+        settings["jit_compile"] = False
+    return settings
+
+
+class DevBleu(keras.callbacks.Callback):
+    """Greedy BLEU on dev verses after every epoch (`logs["dev_bleu"]`), early stopping on it.
+
+    The best epoch's weights are put back when training ends.
+    """
+
+    def __init__(self, pairs, patience, search):
+        super().__init__()
+        self.sources = [pair.source for pair in pairs]
+        self.references = [pair.target for pair in pairs]
+        self.patience, self.search = patience, search
+        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        started = time.time()
+        hypotheses = self.model.translate(self.sources, method="greedy", batch_size=64,
+                                          **self.search)
+        bleu = corpus_bleu(hypotheses, self.references)
+        if logs is not None:
+            logs["dev_bleu"] = bleu
+        print(f"  epoch {epoch + 1}: dev BLEU {bleu:.2f} ({time.time() - started:.0f} s)",
+              flush=True)
+        if bleu > self.best:
+            self.best, self.best_epoch, self.wait = bleu, epoch + 1, 0
+            self.best_weights = self.model.get_weights()
+        else:
+            self.wait += 1
+            if self.wait >= self.patience:
+                self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)
+
+
+def build_model(name, args, tokenizers):
+    """The model `name` (one of MODELS), compiled."""
+    source_tokenizer, target_tokenizer = tokenizers
+    if name == "transformer":
+        model = build_transformer_seq2seq(
+            num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
+            dropout=args.transformer_dropout, max_length=POSITIONS, norm_first=True,
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name)
+        optimizer = keras.optimizers.Adam(
+            TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps, scale=args.lr_scale),
+            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
+    else:
+        model = build_rnn_seq2seq(
+            embedding_dim=args.embedding_dim, units=args.units, attention="bahdanau",
+            dropout=args.dropout, max_target_length=args.max_output_pieces,
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name)
+        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
+    model.compile(optimizer=optimizer,
+                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
+                  metrics=[MaskedTokenAccuracy()])
+    return model
+
+
+def train(name, args, data, tokenizers, dev_pairs):
+    """Train one model; write NAME/model.keras, NAME/checkpoints/, NAME/history.json."""
+    keras.utils.set_random_seed(args.seed)
+    directory = os.path.join(args.output_dir, name)
+    os.makedirs(directory, exist_ok=True)
+    if epoch_checkpoints(os.path.join(directory, "checkpoints")):
+        raise SystemExit(f"{directory}/checkpoints already holds epoch checkpoints of an earlier "
+                         "run (they would join the average): choose another --output-dir")
+    model = build_model(name, args, tokenizers)
+    dev_bleu = DevBleu(dev_pairs, args.patience, search_settings(args))
+    callbacks = [dev_bleu, KeepLastCheckpoints(os.path.join(directory, "checkpoints"),
+                                               keep=args.keep_checkpoints)]
+    if args.time_limit_minutes:
+        callbacks.append(TimeLimit(args.time_limit_minutes * 60))
+    print(f"--- {name}: {model.count_params():,} parameters", flush=True)
+    started = time.time()
+    history = model.fit(data[0], validation_data=data[1], epochs=args.epochs,
+                        steps_per_epoch=3 if args.smoke else None, callbacks=callbacks,
+                        verbose=args.verbose)
+    record = {
+        "parameters": int(model.count_params()),
+        "train_seconds": round(time.time() - started, 1),
+        "best_epoch": dev_bleu.best_epoch,
+        "history": {key: [float(value) for value in values]
+                    for key, values in history.history.items()},
+    }
+    model.save(os.path.join(directory, "model.keras"))
+    with open(os.path.join(directory, "history.json"), "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2)
+    return record
+
+
+def sentence_chrf(hypothesis, reference):
+    import sacrebleu
+
+    return sacrebleu.sentence_chrf(hypothesis, [reference]).score
+
+
+def evaluate(name, args, dev_pairs, test_pairs):
+    """Average-or-not and the length penalty on dev, then the test split scored once."""
+    directory = os.path.join(args.output_dir, name)
+    with open(os.path.join(directory, "history.json"), encoding="utf-8") as handle:
+        record = json.load(handle)
+    search = search_settings(args)
+    dev_sources = [pair.source for pair in dev_pairs]
+    dev_references = [pair.target for pair in dev_pairs]
+
+    def dev_score(model, **settings):
+        return corpus_bleu(model.translate(dev_sources, batch_size=64, **search, **settings),
+                           dev_references)
+
+    best = keras.models.load_model(os.path.join(directory, "model.keras"))
+    record["dev_bleu_greedy_best_epoch"] = dev_score(best, method="greedy")
+    model, record["averaged"] = best, False
+    checkpoints = epoch_checkpoints(os.path.join(directory, "checkpoints"))
+    if len(checkpoints) > 1:
+        averaged = average_checkpoints(checkpoints)
+        record["averaged_epochs"] = [os.path.basename(path) for path in checkpoints]
+        record["dev_bleu_greedy_averaged"] = dev_score(averaged, method="greedy")
+        if record["dev_bleu_greedy_averaged"] > record["dev_bleu_greedy_best_epoch"]:
+            model, record["averaged"] = averaged, True
+            averaged.save(os.path.join(directory, "averaged.keras"))
+    dev_beam = {alpha: dev_score(model, method="beam", num_beams=args.num_beams,
+                                 length_penalty=alpha) for alpha in args.length_penalties}
+    alpha = max(dev_beam, key=dev_beam.get)
+    record["dev_bleu_beam_by_length_penalty"] = {str(key): value for key, value in dev_beam.items()}
+    record["length_penalty"] = alpha
+
+    sources = [pair.source for pair in test_pairs]
+    references = [pair.target for pair in test_pairs]
+    timings = {}
+    started = time.time()
+    greedy = model.translate(sources, method="greedy", batch_size=64, **search)
+    timings["greedy_seconds"] = round(time.time() - started, 1)
+    started = time.time()
+    beam = model.translate(sources, method="beam", num_beams=args.num_beams,
+                           length_penalty=alpha, batch_size=64, **search)
+    timings["beam_seconds"] = round(time.time() - started, 1)
+    chrf = [sentence_chrf(hypothesis, reference) for hypothesis, reference in
+            zip(beam, references, strict=True)]
+    order = np.argsort(chrf, kind="stable")[::-1]
+    middle = len(order) // 2
+    picks = list(order[:7]) + list(order[max(middle - 3, 0):middle + 3]) + list(order[-7:])
+    record.update({
+        "test_bleu_greedy": corpus_bleu(greedy, references),
+        "test_bleu_beam": corpus_bleu(beam, references),
+        "test_chrf_greedy": corpus_chrf(greedy, references),
+        "test_chrf_beam": corpus_chrf(beam, references),
+        "test_bleu_by_length_beam": scores_by_length(sources, beam, references,
+                                                     buckets=LENGTH_BUCKETS),
+        "test_bleu_by_length_greedy": scores_by_length(sources, greedy, references,
+                                                       buckets=LENGTH_BUCKETS),
+        "test_decode_timings": timings,
+        "examples": [{"verse": test_pairs[index].verse_id, "source": sources[index],
+                      "reference": references[index], "beam": beam[index],
+                      "greedy": greedy[index], "chrf": round(chrf[index], 1)}
+                     for index in dict.fromkeys(int(i) for i in picks)],
+    })
+    with open(os.path.join(directory, "test_translations.tsv"), "w", encoding="utf-8") as handle:
+        for pair, hypothesis in zip(test_pairs, beam, strict=True):
+            handle.write(f"{pair.verse_id}\t{pair.source}\t{pair.target}\t{hypothesis}\n")
+    return record
+
+
+def plot_learning_curves(results, path):
+    """Train/dev loss and dev BLEU per epoch of every model, one figure."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9.0, 3.2), layout="constrained")
+    loss_ax, bleu_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    for index, (name, scores) in enumerate(results.items()):
+        history, color = scores["history"], f"C{index}"
+        epochs = range(1, len(history["loss"]) + 1)
+        loss_ax.plot(epochs, history["loss"], color=color, linestyle="--", label=f"{name} train")
+        loss_ax.plot(epochs, history["val_loss"], color=color, label=f"{name} dev")
+        bleu_ax.plot(epochs, history["dev_bleu"], color=color, marker="o", markersize=3,
+                     label=name)
+    loss_ax.set(xlabel="epoch", ylabel="loss (label-smoothed)", title="loss")
+    bleu_ax.set(xlabel="epoch", ylabel="BLEU", title="dev BLEU (greedy, dev verses)")
+    for ax in (loss_ax, bleu_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    figure.savefig(path, dpi=120)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--output-dir", default="runs/bible_es_en")
+    parser.add_argument("--phase", choices=["train", "evaluate", "all"], default="all")
+    parser.add_argument("--source-module", default="spaRV1909eb")
+    parser.add_argument("--target-module", default="engWEB2015eb")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated, from %(default)s")
+    parser.add_argument("--source-vocabulary-size", type=int, default=6000)
+    parser.add_argument("--target-vocabulary-size", type=int, default=5000)
+    parser.add_argument("--max-pieces", type=int, default=100,
+                        help="drop training pairs with more pieces on either side")
+    parser.add_argument("--max-output-pieces", type=int, default=200,
+                        help="most pieces generated per verse")
+    parser.add_argument("--dev-examples", type=int, default=300,
+                        help="dev verses (the first ones) scored after every epoch and for "
+                             "the choices of the evaluate phase")
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--time-limit-minutes", type=float, default=None,
+                        help="training budget per model")
+    parser.add_argument("--keep-checkpoints", type=int, default=5,
+                        help="last epochs kept for checkpoint averaging")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--dff", type=int, default=1024)
+    parser.add_argument("--transformer-dropout", type=float, default=0.1)
+    parser.add_argument("--warmup-steps", type=int, default=2000)
+    parser.add_argument("--lr-scale", type=float, default=1.0)
+    parser.add_argument("--embedding-dim", type=int, default=256)
+    parser.add_argument("--units", type=int, default=256)
+    parser.add_argument("--dropout", type=float, default=0.2)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--num-beams", type=int, default=4)
+    parser.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 0.6, 1.0])
+    parser.add_argument("--threads", type=int, default=0,
+                        help="TensorFlow intra- and inter-op threads (0: TensorFlow's choice)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
+    parser.add_argument("--smoke", action="store_true",
+                        help="a few hundred verses, tiny models, a few steps (a test of the script)")
+    return parser
+
+
+def load_data(args):
+    pairs, report = load_bible_pairs(args.source_module, args.target_module, return_report=True)
+    splits = {split: [pair for pair in pairs if pair.split == split]
+              for split in ("train", "dev", "test")}
+    if args.smoke:
+        splits = {"train": splits["train"][:400], "dev": splits["dev"][:12],
+                  "test": splits["test"][:12]}
+    return splits, report
+
+
+def main(argv=None):
+    args = make_parser().parse_args(argv)
+    if args.threads:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        except RuntimeError as error:  # TensorFlow already running (e.g. inside the tests)
+            print(f"--threads ignored: {error}")
+    names = [name.strip() for name in args.models.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(MODELS))
+    if unknown:
+        raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
+    if args.smoke:
+        args.source_vocabulary_size = args.target_vocabulary_size = 400
+        args.epochs, args.embedding_dim, args.units = 1, 16, 32
+        args.layers, args.d_model, args.heads, args.dff = 1, 16, 2, 32
+        args.num_beams, args.length_penalties, args.max_output_pieces = 2, [0.0], 24
+        args.keep_checkpoints = 2
+    try:
+        splits, report = load_data(args)
+    except SwordError as error:
+        print(f"Skipping the Spanish → English example: {error}")
+        return None
+    print(f"verse pairs: {report}", flush=True)
+    dev_pairs = splits["dev"][: args.dev_examples]
+    os.makedirs(args.output_dir, exist_ok=True)
+    results_path = os.path.join(args.output_dir, "results.json")
+    if args.phase in ("train", "all"):
+        tokenizers = make_tokenizers(splits["train"], args.source_vocabulary_size,
+                                     args.target_vocabulary_size)
+        print(f"WordPiece: {tokenizers[0].vocabulary_size} Spanish / "
+              f"{tokenizers[1].vocabulary_size} English ids", flush=True)
+        data = (
+            make_dataset([(p.source, p.target) for p in splits["train"]], *tokenizers,
+                         batch_size=args.batch_size, seed=args.seed, bucket_boundaries="auto",
+                         max_source_length=args.max_pieces, max_target_length=args.max_pieces),
+            make_dataset([(p.source, p.target) for p in splits["dev"]], *tokenizers,
+                         batch_size=args.batch_size, shuffle=False,
+                         max_source_length=POSITIONS, max_target_length=POSITIONS - 1),
+        )
+        for name in names:
+            train(name, args, data, tokenizers, dev_pairs)
+    if args.phase == "train":
+        return None
+    results = {"data": report, "dev_pairs_scored": len(dev_pairs),
+               "test_pairs": len(splits["test"]), "arguments": vars(args), "models": {}}
+    for name in names:
+        results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
+        with open(results_path, "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2, ensure_ascii=False)
+    plot_learning_curves(results["models"], os.path.join(args.output_dir, "learning_curves.png"))
+    print(f"test split ({len(splits['test'])} verses), sacreBLEU (cased, 13a) / chrF:")
+    for name, scores in results["models"].items():
+        print(f"  {name:>13}: BLEU greedy {scores['test_bleu_greedy']:.2f}  "
+              f"beam({args.num_beams}, lp {scores['length_penalty']}) "
+              f"{scores['test_bleu_beam']:.2f}  chrF {scores['test_chrf_beam']:.1f}  "
+              f"({scores['parameters']:,} parameters, best epoch {scores['best_epoch']} of "
+              f"{len(scores['history']['loss'])}, {scores['train_seconds'] / 60:.1f} min, "
+              f"averaged: {scores['averaged']})")
+    return results
+
+
+if __name__ == "__main__":
+    main()
