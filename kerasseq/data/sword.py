@@ -223,7 +223,7 @@ def parse_osis_verse(markup):
     position = 0
     for match in _TAG.finditer(markup):
         if not skipping:
-            chunk = markup[position:match.start()]
+            chunk = _unescape(markup[position:match.start()])
             characters.extend(chunk)
             tags.extend([current] * len(chunk))
         position = match.end()
@@ -240,14 +240,11 @@ def parse_osis_verse(markup):
             characters.append(" ")
             tags.append(frozenset())
     if not skipping:
-        chunk = markup[position:]
+        chunk = _unescape(markup[position:])
         characters.extend(chunk)
         tags.extend([current] * len(chunk))
-    raw = _unescape("".join(characters))
+    raw = "".join(characters)
     words, strongs = [], []
-    # _unescape only shortens entities, rare in these modules: re-align by rescanning.
-    if len(raw) != len(characters):
-        tags = [frozenset()] * len(raw)
     for word in WORD_PATTERN.finditer(raw):
         words.append(word.group())
         numbers = frozenset().union(*tags[word.start():word.end()])

@@ -52,8 +52,10 @@ _PUNCTUATION_RULES = (
     _NUMBER_SEPARATOR,
     _INSIDE_WORD,
     _INSIDE_WORD,  # twice: "a - b - c" overlaps, one pass joins every other mark
-    (r" ([.,!?;:%]|\p{Pe})", r"\1"),  # no space before . , ! ? ; : % ) ] }
-    (r"(\p{Ps}) ", r"\1"),  # no space after ( [ {
+    # no space before . , ! ? ; : %, closing brackets and closing quotes ) ] } ” ’ »
+    (r" ([.,!?;:%]|\p{Pe}|\p{Pf})", r"\1"),
+    # no space after opening brackets and quotes ( [ { “ ‘ « and Spanish ¿ ¡
+    (r"(\p{Ps}|\p{Pi}|[¿¡]) ", r"\1"),
     (r"^##(\S)", r"\1"),  # a text that starts with a continuation piece
 )
 
@@ -90,8 +92,9 @@ class WordPieceTextTokenizer(keras.layers.Layer):
 
     `detokenize` reads each row up to its first `[END]`, glues every `##`
     piece to the piece before it, joins the words with one space, and puts
-    punctuation back where English and German put it: no space before
-    `. , ! ? ; : %` and closing brackets, none after opening brackets, none
+    punctuation back where English, German and Spanish put it: no space
+    before `. , ! ? ; : %`, closing brackets and closing quotes (`” ’ »`),
+    none after opening brackets, opening quotes (`“ ‘ «`) and `¿ ¡`, none
     around `-`, `'` or `’` between two letters or digits, none around `.`,
     `,` or `:` between two digits. `"I don't think so, really."` comes back
     as it was (lower-cased with `lowercase=True`); text spaced otherwise comes

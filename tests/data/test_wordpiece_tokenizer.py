@@ -212,6 +212,32 @@ def test_detokenize_glues_pieces_and_follows_text_tokenizer_rules():
     assert words.decode_to_strings([[START_ID, 4, 5, END_ID, 4]]) == ["ab ##lös"]
 
 
+@pytest.mark.parametrize("text", [
+    "God said, “Let there be light!” And there was light.",
+    "He said, ‘Listen to me.’ Then he left.",
+    "«Vete», dijo él. ¿Qué haces? ¡Ven acá!",
+    "Peter’s feet (all ten toes) were washed; “Why?” asked Peter.",
+])
+def test_detokenize_spaces_typographic_quotes_like_punctuation(text):
+    # A vocabulary learned on the text spells every word; the tokenizer splits
+    # off every mark, and detokenize must put the original spacing back.
+    tokenizer = WordPieceTextTokenizer.from_texts([text], max_tokens=400)
+    assert "[UNK]" not in [piece.decode() for piece in tokenizer.tokenize(text).numpy()]
+    assert tokenizer.decode_to_strings([tokenizer.encode(text).numpy().tolist()]) == [text]
+
+
+def test_detokenize_quote_rules_by_hand():
+    tokenizer = WordPieceTextTokenizer(["let", "there", "be", "light", "!", "“", "”", "¿", "?",
+                                        "qué", "«", "»", "‘", "’", "no"])
+    let, there, be, light, bang, open_, close, inv, question, que, lg, rg, lsq, rsq, no = range(
+        4, 19)
+    assert tokenizer.decode_to_strings([
+        [open_, let, there, be, light, bang, close],
+        [inv, que, question, lg, no, rg],
+        [no, lsq, no, rsq],
+    ]) == ["“let there be light!”", "¿qué? «no»", "no ‘no’"]
+
+
 def test_inside_tf_function_and_tf_data(tokenizers):
     source, _ = tokenizers
     texts = [s for s, _ in PAIRS]
