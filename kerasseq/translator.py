@@ -535,7 +535,8 @@ class Translator:
                 "target_tokenizer; for token ids use generate(source_ids)."
             )
 
-    def translate(self, texts, return_scores=False, verbose=0):
+    def translate(self, texts, return_scores=False, verbose=0, return_alignments=False,
+                  alignment_layer=-1, alignment_head="mean"):
         """Translate strings end to end.
 
         Texts are sorted by token length before batching (less padding, fewer
@@ -551,6 +552,14 @@ class Translator:
                 `TypeError`); unknown characters/words map to `[UNK]`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.
+            return_alignments: also return each hypothesis's word alignment:
+                a list of `(source_word, target_word)` index pairs, target
+                word j linked to the source word it attended to most (subword
+                pieces merged into words; see `kerasseq.alignment`). Needs a
+                model with attention.
+            alignment_layer, alignment_head: which cross-attention of a
+                Transformer the alignment reads: an index or `"mean"` each
+                (default: the last layer, averaged over heads).
 
         Returns:
             A string for a single string, else a list of strings; with
@@ -558,9 +567,16 @@ class Translator:
             `return_scores=True`, a `(translations, scores)` pair whose
             scores mirror the translations: a float per string (the beam
             score s(Y, X), or log P(Y | X) for greedy and sampling), a list
-            of floats per n-best list.
+            of floats per n-best list. With `return_alignments=True` the
+            alignments come last, mirroring the translations (a list of
+            links per string, a list of such lists per n-best list; `[]` for
+            a blank text).
         """
         self._check_text_model()
+        if return_alignments:  # fail before the search, not after it
+            from kerasseq.alignment import check_alignable
+
+            check_alignable(self.model)
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         check_texts(texts)
@@ -572,6 +588,8 @@ class Translator:
         empty_score = [0.0] * self.config.returns if self.config.returns > 1 else 0.0
         translations = [empty if is_empty else None for is_empty in blank]
         scores = [empty_score if is_empty else None for is_empty in blank]
+        empty_links = [[] for _ in range(self.config.returns)] if self.config.returns > 1 else []
+        links = [empty_links if is_empty else None for is_empty in blank]
         order = [row for row in np.argsort(lengths, kind="stable") if not blank[row]]
         progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
         if progress is not None and blank.any():
@@ -579,18 +597,54 @@ class Translator:
         for start in range(0, len(order), self.config.batch_size):
             rows = order[start:start + self.config.batch_size]
             ids = tf.gather(source, rows).to_tensor(default_value=PAD_ID).numpy()
-            token_ids, batch_scores = self._run_batch(self._prepare_ids(ids))[:2]
+            prepared = self._prepare_ids(ids)
+            token_ids, batch_scores, batch_lengths = self._run_batch(prepared)[:3]
             for row, text, score in zip(rows, self._detokenize(token_ids), batch_scores, strict=True):
                 translations[row] = text
                 # a score mirrors its translation: a float, or a list for n-best lists
                 scores[row] = score.tolist() if self.config.returns > 1 else float(score[0])
+            if return_alignments:
+                batch_links = self._align(prepared, token_ids, batch_lengths,
+                                          alignment_layer, alignment_head)
+                for row, row_links in zip(rows, batch_links, strict=True):
+                    links[row] = row_links if self.config.returns > 1 else row_links[0]
             if progress is not None:
                 progress.add(len(rows))
         if single:
-            translations, scores = translations[0], scores[0]
-        return (translations, scores) if return_scores else translations
+            translations, scores, links = translations[0], scores[0], links[0]
+        outputs = (translations,) + ((scores,) if return_scores else ()) + (
+            (links,) if return_alignments else ())
+        return outputs if len(outputs) > 1 else translations
 
     __call__ = translate
+
+    def _align(self, source_ids, token_ids, lengths, layer, head):
+        """Word links of every returned hypothesis of one batch.
+
+        Args:
+            source_ids: int32 `(rows, source_length)` as searched, 0 = padding.
+            token_ids: int32 `(rows, num_return, max_length)`.
+            lengths: int32 `(rows, num_return)`, tokens before the end token.
+
+        Returns:
+            A list (rows) of lists (the `config.returns` hypotheses) of links.
+        """
+        from kerasseq import alignment
+
+        returns = self.config.returns
+        sources, targets = [], []
+        for row in range(token_ids.shape[0]):
+            source = source_ids[row][source_ids[row] != PAD_ID]
+            for rank in range(returns):
+                sources.append(source)
+                targets.append(token_ids[row, rank, :lengths[row, rank]])
+        links = []
+        for start in range(0, len(sources), self.config.batch_size):
+            stop = start + self.config.batch_size
+            links.extend(result["links"] for result in alignment.align_ids(
+                self.model, sources[start:stop], targets[start:stop], layer=layer, head=head,
+                start_id=self._python.start_id))
+        return [links[row * returns:(row + 1) * returns] for row in range(token_ids.shape[0])]
 
     def _detokenize(self, token_ids):
         """`(rows, num_return, max_length)` ids → strings, or n-best lists of strings."""

@@ -191,7 +191,9 @@ class Seq2SeqModel(keras.Model):
             settings["max_length"] = max_length
         return self.translator(config, **settings).generate(source_ids)
 
-    def translate(self, texts, config=None, *, return_scores=False, verbose=0, **settings):
+    def translate(self, texts, config=None, *, return_scores=False, verbose=0,
+                  return_alignments=False, alignment_layer=-1, alignment_head="mean",
+                  **settings):
         """Translate strings end to end: tokenize, encode, search, detokenize.
 
         Beam search with 4 beams by default, the same defaults as
@@ -216,6 +218,9 @@ class Seq2SeqModel(keras.Model):
             config: optional `kerasseq.SearchConfig`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.
+            return_alignments, alignment_layer, alignment_head: word
+                alignments from the attention (`Translator.translate`,
+                `kerasseq.alignment`), returned last.
             **settings: `SearchConfig` fields, e.g. `method="greedy"`,
                 `num_beams`, `length_penalty`, `num_return`, `max_length`,
                 `batch_size`, `jit_compile`.
@@ -226,5 +231,7 @@ class Seq2SeqModel(keras.Model):
             `return_scores=True`, a `(translations, scores)` pair.
         """
         return self.translator(config, **settings).translate(
-            texts, return_scores=return_scores, verbose=verbose
+            texts, return_scores=return_scores, verbose=verbose,
+            return_alignments=return_alignments, alignment_layer=alignment_layer,
+            alignment_head=alignment_head,
         )

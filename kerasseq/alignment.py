@@ -1,0 +1,400 @@
+"""Word alignments from attention, and how to score them.
+
+An attention model says, at every output position, how much it looked at
+each source position. Reading the largest weight as a link gives a word
+alignment for free, as OpenNMT-tf's `with_alignments` and fairseq's
+`--print-alignment` do: target word j is linked to the source word i it
+attended to most.
+
+Models work on subword pieces, people on words. The attention matrix of
+pieces is merged into one of words (`merge_pieces`): the weights of a source
+word's pieces are *added* (the attention paid to the word), the rows of a
+target word's pieces are *averaged* (each row sums to 1, so the word's row
+does too). A piece starts a word unless it carries WordPiece's `##` prefix;
+with a word- or character-level `TextTokenizer` every token is a word.
+
+Which attention?
+
+- `RNNSeq2Seq` (Bahdanau/Luong): its one attention distribution.
+- `TransformerSeq2Seq`: `num_layers` × `num_heads` cross-attention
+  distributions. `layer` picks one decoder layer (an index, default the
+  last, `-1`) or `"mean"` (the average over layers); `head` picks one head
+  (an index) or `"mean"` (default: the average over heads). Which layer and
+  head align best is an empirical question: docs/tutorial_bible.md measures
+  it for the Spanish → English model, where some heads of the middle layers
+  align far better than the last layer's average.
+
+The links are read from a teacher-forced pass over `[START] + target`: for a
+hypothesis of the model that pass gives exactly the attention of the search
+(`decode_step` equals the teacher-forced `call`, tested for every model), and
+for a reference translation it gives a forced alignment, which is how
+attention is scored against gold links (`alignment_scores`).
+
+    translations, links = model.translate(["la luz"], return_alignments=True)
+    # "the light", [[(0, 0), (1, 1)]]   (source word, target word) pairs
+"""
+
+import numpy as np
+
+PAD_ID, START_ID, END_ID = 0, 2, 3
+SUFFIX_INDICATOR = "##"
+
+
+# --------------------------------------------------------------------------
+# Pieces -> words.
+# --------------------------------------------------------------------------
+
+def word_starts(tokenizer, ids):
+    """Which ids start a word: bool NumPy array of the shape of `ids`.
+
+    A WordPiece continuation (`##` prefix) continues the word before it;
+    every other id (also `[UNK]`) starts one. Tokenizers without `##`
+    pieces start a word at every id.
+    """
+    ids = np.asarray(ids)
+    vocabulary = _vocabulary(tokenizer)
+    if vocabulary is None:
+        return np.ones(ids.shape, bool)
+    continuation = np.array([token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR
+                             for token in vocabulary], bool)
+    known = (ids >= 0) & (ids < len(continuation))
+    return ~np.where(known, continuation[np.clip(ids, 0, len(continuation) - 1)], False)
+
+
+def _vocabulary(tokenizer):
+    if tokenizer is None or not hasattr(tokenizer, "get_vocabulary"):
+        return None
+    vocabulary = tokenizer.get_vocabulary()
+    if not any(token.startswith(SUFFIX_INDICATOR) for token in vocabulary):
+        return None
+    return vocabulary
+
+
+def word_index(starts):
+    """Word number of every piece, from the `word_starts` of one sequence.
+
+    A leading continuation piece (no word started yet) belongs to word 0.
+    """
+    starts = np.asarray(starts, bool)
+    return np.maximum(np.cumsum(starts) - 1, 0)
+
+
+def merge_pieces(weights, source_starts, target_starts):
+    """A piece-level attention matrix as a word-level one.
+
+    Args:
+        weights: `(target_pieces, source_pieces)`, rows of attention weights.
+        source_starts, target_starts: bool `(source_pieces,)`,
+            `(target_pieces,)`, from `word_starts`.
+
+    Returns:
+        `(target_words, source_words)`: the source pieces of a word summed,
+        the target pieces of a word averaged.
+    """
+    weights = np.asarray(weights, np.float64)
+    source_words, target_words = word_index(source_starts), word_index(target_starts)
+    num_source = int(source_words[-1]) + 1 if len(source_words) else 0
+    num_target = int(target_words[-1]) + 1 if len(target_words) else 0
+    by_source = np.zeros([weights.shape[0], num_source])
+    np.add.at(by_source.T, source_words, weights.T)  # (target_pieces, source_words)
+    merged = np.zeros([num_target, num_source])
+    np.add.at(merged, target_words, by_source)  # (target_words, source_words)
+    counts = np.bincount(target_words, minlength=num_target)[:, None]
+    return merged / np.maximum(counts, 1)
+
+
+def links_from_weights(word_weights):
+    """`(source_word, target_word)` links: each target word to its most attended source word.
+
+    Args:
+        word_weights: `(target_words, source_words)`.
+
+    Returns:
+        A list of `(i, j)` int pairs sorted by target word then source word.
+    """
+    word_weights = np.asarray(word_weights)
+    if word_weights.size == 0:
+        return []
+    return [(int(i), j) for j, i in enumerate(np.argmax(word_weights, axis=1))]
+
+
+# --------------------------------------------------------------------------
+# Attention of a model.
+# --------------------------------------------------------------------------
+
+def _check_index_or_mean(name, value, size):
+    if isinstance(value, str):
+        if value != "mean":
+            raise ValueError(f"{name} must be an int or 'mean'. Received: {name}={value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+            -size <= value < size):
+        raise ValueError(f"{name} must be 'mean' or an int in [{-size}, {size - 1}]. "
+                         f"Received: {name}={value!r}")
+    return int(value)
+
+
+def attention_heads(model, source_ids, target_in_ids):
+    """Every cross-attention distribution of a teacher-forced pass.
+
+    Args:
+        model: a kerasseq model with attention (`TransformerSeq2Seq`, or
+            `RNNSeq2Seq` built with an attention).
+        source_ids: int `(batch_size, source_length)`, 0 = padding.
+        target_in_ids: int `(batch_size, target_length)`, `[START]` first.
+
+    Returns:
+        float32 NumPy `(batch_size, num_layers, num_heads, target_length,
+        source_length)`; an RNN has one layer and one head.
+
+    Raises:
+        ValueError: the model has no attention (an RNN built with
+            `attention=None`, an `Ensemble`).
+    """
+    source_ids = np.asarray(source_ids, np.int32)
+    target_in_ids = np.asarray(target_in_ids, np.int32)
+    if check_alignable(model) == "transformer":
+        layers = [np.asarray(model.cross_attention_weights(source_ids, target_in_ids, layer=i))
+                  for i in range(len(model.decoder_blocks))]
+        return np.stack(layers, axis=1)  # (batch_size, layers, heads, target, source)
+    weights = np.asarray(model.attention_weights(source_ids, target_in_ids))
+    return weights[:, None, None]  # (batch_size, 1, 1, target, source)
+
+
+def check_alignable(model):
+    """`"transformer"` or `"rnn"`: the kind of attention `model` has, or a `ValueError`."""
+    if hasattr(model, "decoder_blocks") and hasattr(model, "cross_attention_weights"):
+        return "transformer"
+    if getattr(model, "attention", None) is not None and hasattr(model, "attention_weights"):
+        return "rnn"
+    raise ValueError(
+        f"Word alignments need a model with attention; {type(model).__name__} "
+        f"{getattr(model, 'name', '')!r} has none (an RNN built with attention=None, or an "
+        "Ensemble, whose members attend differently). Align with one attention model.")
+
+
+def select_heads(heads, layer=-1, head="mean"):
+    """One `(batch_size, target_length, source_length)` matrix from `attention_heads`' output.
+
+    Args:
+        heads: `(batch_size, num_layers, num_heads, target_length, source_length)`.
+        layer: int index or `"mean"` (average over layers).
+        head: int index or `"mean"` (average over heads).
+    """
+    heads = np.asarray(heads)
+    layer = _check_index_or_mean("layer", layer, heads.shape[1])
+    head = _check_index_or_mean("head", head, heads.shape[2])
+    heads = heads.mean(axis=1) if layer == "mean" else heads[:, layer]
+    return heads.mean(axis=1) if head == "mean" else heads[:, head]
+
+
+def _pad(rows, length=None):
+    length = max([len(row) for row in rows] + [1]) if length is None else length
+    array = np.zeros([len(rows), length], np.int32)
+    for index, row in enumerate(rows):
+        array[index, :len(row)] = row
+    return array
+
+
+def align_ids(model, source_ids, target_ids, layer=-1, head="mean", heads=False,
+              start_id=START_ID):
+    """Word alignments of id sequences (teacher-forced attention, merged to words).
+
+    Args:
+        model: an attention model with `source_tokenizer` / `target_tokenizer`
+            (for the word boundaries; without them every id is a word).
+        source_ids: list of int sequences (no padding needed).
+        target_ids: list of int sequences, the target pieces without
+            `[START]` / `[END]`.
+        layer, head: see `select_heads` (Transformer only; an RNN has one).
+        heads: bool. Also return every layer's and head's word matrix.
+
+    Returns:
+        A list with, per pair, a dict: `"links"` (list of `(source_word,
+        target_word)`), `"weights"` (`(target_words, source_words)` NumPy),
+        and with `heads=True` `"head_weights"` (`(num_layers, num_heads,
+        target_words, source_words)`).
+    """
+    if len(source_ids) != len(target_ids):
+        raise ValueError("source_ids and target_ids must have the same number of rows. "
+                         f"Received {len(source_ids)} and {len(target_ids)}.")
+    source_rows = [list(np.asarray(row, np.int64).tolist()) for row in source_ids]
+    target_rows = [list(np.asarray(row, np.int64).tolist()) for row in target_ids]
+    empty = [i for i, row in enumerate(source_rows) if not row]
+    if empty:
+        raise ValueError(f"source_ids row {empty[0]} is empty: there is nothing to align to.")
+    all_heads = attention_heads(model, _pad(source_rows),
+                                _pad([[start_id] + row for row in target_rows]))
+    source_tokenizer = getattr(model, "source_tokenizer", None)
+    target_tokenizer = getattr(model, "target_tokenizer", None)
+    results = []
+    for index, (source, target) in enumerate(zip(source_rows, target_rows, strict=True)):
+        source_starts = word_starts(source_tokenizer, source)
+        target_starts = word_starts(target_tokenizer, target)
+        pair_heads = all_heads[index, :, :, :len(target), :len(source)]
+        weights = merge_pieces(select_heads(pair_heads[None], layer, head)[0], source_starts,
+                               target_starts)
+        result = {"links": links_from_weights(weights), "weights": weights}
+        if heads:
+            result["head_weights"] = np.stack([
+                np.stack([merge_pieces(pair_heads[l_, h_], source_starts, target_starts)
+                          for h_ in range(pair_heads.shape[1])])
+                for l_ in range(pair_heads.shape[0])])
+        results.append(result)
+    return results
+
+
+def align_texts(model, sources, targets, layer=-1, head="mean", heads=False, batch_size=32,
+                max_source_length=None):
+    """Forced word alignments of text pairs: what the model attends to while reading `targets`.
+
+    Args:
+        model: an attention model built with `source_tokenizer` and
+            `target_tokenizer`.
+        sources, targets: lists of str of the same length.
+        layer, head, heads: see `align_ids`.
+        batch_size: int >= 1, pairs per teacher-forced pass.
+        max_source_length: optional int, source pieces kept (the
+            Transformer's position table bounds it too).
+
+    Returns:
+        One dict per pair, as `align_ids`. Word indices count words as the
+        tokenizers split them (runs of letters and digits, every other mark
+        alone): `kerasseq.data.sword.split_words`.
+    """
+    if len(sources) != len(targets):
+        raise ValueError(f"sources and targets must have the same length. Received "
+                         f"{len(sources)} and {len(targets)}.")
+    source_tokenizer = getattr(model, "source_tokenizer", None)
+    target_tokenizer = getattr(model, "target_tokenizer", None)
+    if source_tokenizer is None or target_tokenizer is None:
+        raise ValueError("align_texts needs a model built with source_tokenizer and "
+                         "target_tokenizer; use align_ids for token ids.")
+    limit = max_source_length or getattr(model, "max_length", None)
+    results = []
+    for start in range(0, len(sources), batch_size):
+        source_ids = source_tokenizer.encode(list(sources[start:start + batch_size])).to_list()
+        target_ids = target_tokenizer.encode(list(targets[start:start + batch_size])).to_list()
+        if isinstance(limit, int):
+            source_ids = [row[:limit] for row in source_ids]
+            target_ids = [row[:limit - 1] for row in target_ids]
+        results.extend(align_ids(model, source_ids, target_ids, layer=layer, head=head,
+                                 heads=heads))
+    return results
+
+
+# --------------------------------------------------------------------------
+# Scores.
+# --------------------------------------------------------------------------
+
+def diagonal_links(num_source, num_target):
+    """The diagonal baseline: target word j linked to source word round((j + 0.5) n_s / n_t - 0.5)."""
+    if num_source <= 0 or num_target <= 0:
+        return []
+    return [(min(int((j + 0.5) * num_source / num_target), num_source - 1), j)
+            for j in range(num_target)]
+
+
+def alignment_scores(predicted, sure, possible=None):
+    """Precision, recall, F1 and alignment error rate of links, summed over a corpus.
+
+    Och & Ney (2003): with sure links S, possible links P ⊇ S and predicted
+    links A,
+
+        precision = |A ∩ P| / |A|,   recall = |A ∩ S| / |S|,
+        AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|).
+
+    Args:
+        predicted: list (one per sentence) of iterables of `(i, j)` links.
+        sure: list of iterables of gold `(i, j)` links.
+        possible: optional list; `None` takes `sure` (no possible-only links).
+
+    Returns:
+        A dict: `precision`, `recall`, `f1`, `aer` (floats in [0, 1]) and the
+        counts `predicted`, `sure`, `possible`, `sure_hits`, `possible_hits`.
+    """
+    possible = sure if possible is None else possible
+    if not len(predicted) == len(sure) == len(possible):
+        raise ValueError("predicted, sure and possible must hold one entry per sentence. "
+                         f"Received {len(predicted)}, {len(sure)}, {len(possible)}.")
+    counts = dict.fromkeys(("predicted", "sure", "possible", "sure_hits", "possible_hits"), 0)
+    for links, sure_links, possible_links in zip(predicted, sure, possible, strict=True):
+        links, sure_links = set(map(tuple, links)), set(map(tuple, sure_links))
+        possible_links = set(map(tuple, possible_links)) | sure_links
+        counts["predicted"] += len(links)
+        counts["sure"] += len(sure_links)
+        counts["possible"] += len(possible_links)
+        counts["sure_hits"] += len(links & sure_links)
+        counts["possible_hits"] += len(links & possible_links)
+    precision = counts["possible_hits"] / counts["predicted"] if counts["predicted"] else 0.0
+    recall = counts["sure_hits"] / counts["sure"] if counts["sure"] else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    denominator = counts["predicted"] + counts["sure"]
+    aer = 1.0 - (counts["sure_hits"] + counts["possible_hits"]) / denominator if denominator else 1.0
+    return {"precision": precision, "recall": recall, "f1": f1, "aer": aer, **counts}
+
+
+def target_word_hit_rate(predicted, gold):
+    """Share of gold-linked target words whose predicted source words include a gold one.
+
+    Only target words with at least one gold link count; a predicted
+    alignment with one link per target word (attention's arg-max) then says
+    how often "the most attended source word" is a right one.
+
+    Args:
+        predicted, gold: lists (one per sentence) of iterables of `(i, j)` links.
+
+    Returns:
+        `(rate, words)`: a float in [0, 1] and the number of target words counted.
+    """
+    hits = words = 0
+    for links, gold_links in zip(predicted, gold, strict=True):
+        gold_by_target = {}
+        for i, j in gold_links:
+            gold_by_target.setdefault(j, set()).add(i)
+        predicted_by_target = {}
+        for i, j in links:
+            predicted_by_target.setdefault(j, set()).add(i)
+        for j, sources in gold_by_target.items():
+            words += 1
+            hits += bool(predicted_by_target.get(j, set()) & sources)
+    return (hits / words if words else 0.0), words
+
+
+def symmetrize(forward, reverse, method="grow-diag-final-and"):
+    """Combine two directional alignments of one sentence (Koehn et al. 2003).
+
+    Args:
+        forward, reverse: iterables of `(i, j)` links (both as source, target).
+        method: `"intersection"`, `"union"` or `"grow-diag-final-and"`.
+
+    Returns:
+        A sorted list of `(i, j)` links.
+    """
+    forward, reverse = set(map(tuple, forward)), set(map(tuple, reverse))
+    if method == "intersection":
+        return sorted(forward & reverse)
+    if method == "union":
+        return sorted(forward | reverse)
+    if method != "grow-diag-final-and":
+        raise ValueError("method must be 'intersection', 'union' or 'grow-diag-final-and'. "
+                         f"Received: method={method!r}")
+    union = forward | reverse
+    links = set(forward & reverse)
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+    added = True
+    while added:
+        added = False
+        for i, j in sorted(links):
+            for di, dj in neighbours:
+                candidate = (i + di, j + dj)
+                if candidate in union and candidate not in links and (
+                        all(link[0] != candidate[0] for link in links)
+                        or all(link[1] != candidate[1] for link in links)):
+                    links.add(candidate)
+                    added = True
+    for direction in (forward, reverse):  # final-and: unaligned on both sides
+        for i, j in sorted(direction):
+            if all(link[0] != i for link in links) and all(link[1] != j for link in links):
+                links.add((i, j))
+    return sorted(links)
