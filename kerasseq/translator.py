@@ -419,7 +419,7 @@ class Translator:
         """
         self._python.traces += 1
         model, config = self._python.model, self._python.config
-        state = model.encode(source_ids)
+        state = decoding.encode_for_search(model, source_ids, self._python.max_length)
         common = dict(
             batch_size=None, start_id=self._python.start_id, end_id=self._python.end_id,
             max_length=self._python.max_length, min_length=config.min_length,

@@ -78,6 +78,7 @@ class Verse:
         words: tuple of str, the words of `text` (see the module docstring).
         strongs: tuple of frozenset of str, the Strong's numbers of each
             word (`"H430"`, leading zeros dropped), empty for untagged words.
+        testament: 1 (Old) or 2 (New Testament).
     """
 
     verse_id: str
@@ -87,6 +88,7 @@ class Verse:
     text: str
     words: tuple
     strongs: tuple
+    testament: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +104,8 @@ class BiblePair:
         split: `"train"`, `"dev"` or `"test"`.
         strong_overlap: float, Jaccard similarity of the two sides' sets of
             Strong's numbers (`None` when a side has none): low values mark
-            verses numbered differently in the two editions.
+            verses whose tags (or numbering) differ in the two editions.
+        testament: 1 (Old) or 2 (New Testament), from the source module.
     """
 
     verse_id: str
@@ -116,6 +119,7 @@ class BiblePair:
     links: tuple
     split: str
     strong_overlap: float = None
+    testament: int = 1
 
 
 def split_words(text):
@@ -185,14 +189,26 @@ def export_module(module, mod2imp="mod2imp"):
     return text
 
 
-def parse_imp(text):
-    """`{verse_id: markup}` for every verse of an IMP text (chapter and book headings skipped)."""
+def parse_imp(text, testaments=None):
+    """`{verse_id: markup}` for every verse of an IMP text (chapter and book headings skipped).
+
+    Args:
+        text: str, what `mod2imp` prints.
+        testaments: optional dict, filled with `{verse_id: 1 or 2}` (Old or
+            New Testament, from the `[ Testament N Heading ]` entries).
+    """
     verses = {}
+    testament = 1
     for entry in re.split(r"^\$\$\$", text, flags=re.MULTILINE)[1:]:
         header, _, body = entry.partition("\n")
+        heading = re.match(r"^\[ Testament (\d) Heading \]", header.strip())
+        if heading:
+            testament = int(heading.group(1))
         match = _VERSE_HEADER.match(header.strip())
         if match and int(match["chapter"]) > 0 and int(match["verse"]) > 0:
             verses[header.strip()] = body.strip()
+            if testaments is not None:
+                testaments[header.strip()] = testament
     return verses
 
 
@@ -265,14 +281,15 @@ def _normalise_spaces(text):
 
 def load_module(module, mod2imp="mod2imp"):
     """Every verse with text of an installed SWORD module, as `{verse_id: Verse}`."""
-    verses = {}
-    for verse_id, markup in parse_imp(export_module(module, mod2imp)).items():
+    verses, testaments = {}, {}
+    for verse_id, markup in parse_imp(export_module(module, mod2imp), testaments).items():
         text, words, strongs = parse_osis_verse(markup)
         if not words:
             continue
         match = _VERSE_HEADER.match(verse_id)
         verses[verse_id] = Verse(verse_id, match["book"], int(match["chapter"]),
-                                 int(match["verse"]), text, words, strongs)
+                                 int(match["verse"]), text, words, strongs,
+                                 testaments[verse_id])
     return verses
 
 
@@ -322,7 +339,7 @@ def pair_verses(source_verses, target_verses, min_strong_overlap=0.0, max_length
         pairs.append(BiblePair(
             verse_id, source.book, source.chapter, source.verse, source.text, target.text,
             source.words, target.words, strong_links(source.strongs, target.strongs),
-            bible_split(source.book, source.chapter), overlap))
+            bible_split(source.book, source.chapter), overlap, source.testament))
     report["verses_only_in_target"] = len(set(target_verses) - set(source_verses))
     if deduplicate:
         pairs, removed = remove_train_duplicates(pairs)

@@ -8,11 +8,12 @@ contract (`encode` / `decode_step`) as a `typing.Protocol`.
 
 from kerasseq.decoding._common import bucket_size, clear_cache, pad_state, trace_count
 from kerasseq.decoding.beam_search import beam_search
-from kerasseq.decoding.contract import Seq2SeqDecodable
+from kerasseq.decoding.contract import Seq2SeqDecodable, encode_for_search
 from kerasseq.decoding.greedy import greedy
 from kerasseq.decoding.sampling import sample
 
 __all__ = [
+    "encode_for_search",
     "Seq2SeqDecodable",
     "beam_search",
     "bucket_size",

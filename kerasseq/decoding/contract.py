@@ -5,7 +5,9 @@ DESIGN §3: a model (or an ensemble of models) is searchable when it has
 * `encode(source_ids) -> state`: `source_ids` int `(batch_size,
   source_length)`, 0 = padding; `state` a flat dict of tensors, batch axis
   first (encoder outputs, source mask, recurrent state, key/value caches
-  preallocated to the longest target);
+  preallocated to the longest target). `encode` may take an optional
+  keyword `max_length`, the most tokens the search will generate (the
+  Transformer sizes its self-attention cache to it; see `encode_for_search`);
 * `decode_step(token_ids, state, step) -> (logits, state)`: `token_ids` int32
   `(batch_size,)`, `step` an int32 scalar tensor, `logits` float
   `(batch_size, target_vocab_size)`, and the new state with the keys, shapes
@@ -16,9 +18,34 @@ The searches in `kerasseq.decoding` take `model.decode_step` and the state of
 batching and the compiled function around them.
 """
 
+import inspect
 from typing import Any, Dict, Protocol, Tuple, runtime_checkable
 
 State = Dict[str, Any]
+
+
+def encode_accepts_max_length(model):
+    """Whether `model.encode` takes the optional `max_length` keyword (see below)."""
+    try:
+        parameters = inspect.signature(model.encode).parameters
+    except (TypeError, ValueError):
+        return False
+    return "max_length" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
+
+
+def encode_for_search(model, source_ids, max_length):
+    """`model.encode(source_ids, max_length=max_length)` where the model takes it, else
+    `model.encode(source_ids)`.
+
+    `max_length` is the most target tokens the search will generate: a model
+    that preallocates a key/value cache (the Transformer) sizes it to that
+    instead of its whole position table, so each step attends over, and beam
+    search reorders, only the positions the search can fill.
+    """
+    if encode_accepts_max_length(model):
+        return model.encode(source_ids, max_length=max_length)
+    return model.encode(source_ids)
 
 
 @runtime_checkable

@@ -26,6 +26,7 @@ import numbers
 import keras
 from keras import ops
 
+from kerasseq.decoding.contract import encode_for_search
 from kerasseq.models.base import Seq2SeqModel
 
 MEMBER_PREFIX = "member_{}/"
@@ -179,13 +180,15 @@ class Ensemble(Seq2SeqModel):
         return source_ids
 
     # ------------------------------------------------------------ contract
-    def encode(self, source_ids):
+    def encode(self, source_ids, max_length=None):
+        """Every member's state, prefixed; `max_length` reaches the members that take it."""
         source_ids = self._trim_source_ids(ops.cast(source_ids, "int32"))
         # (batch_size, source_length): the same columns for every member
         state = {SOURCE_MASK: ops.not_equal(source_ids, 0)}  # (batch_size, source_length)
         attention = []
         for index, member in enumerate(self.members):
-            member_state = member.encode(source_ids)
+            member_state = (member.encode(source_ids) if max_length is None
+                            else encode_for_search(member, source_ids, max_length))
             state.update(_prefixed(member_state, index))
             attention.append(member_state.get(ATTENTION_WEIGHTS))
         if all(weights is not None for weights in attention):

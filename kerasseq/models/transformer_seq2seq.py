@@ -140,7 +140,9 @@ class TransformerSeq2Seq(Seq2SeqModel):
       cross-attention keys/values `(batch_size, source_length, num_heads, key_dim)`,
       projected once;
     - `layer_{i}_self_key`, `layer_{i}_self_value`: zero self-attention caches
-      preallocated to `(batch_size, max_length, num_heads, key_dim)` (static
+      preallocated to `(batch_size, max_length, num_heads, key_dim)`, where
+      `max_length` is `encode`'s argument (the search's; the translator
+      passes it) or the position table's (static
       shapes across steps, so the decoding loop traces once and compiles with XLA);
     - `source_mask`: bool `(batch_size, source_length)`;
     - `attention_weights`: float32 `(batch_size, source_length)`, the last
@@ -245,7 +247,23 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.max_target_length = max_length
 
     # ------------------------------------------------------------ contract
-    def encode(self, source_ids):
+    def encode(self, source_ids, max_length=None):
+        """The decoding state of `source_ids` (see the class docstring).
+
+        Args:
+            source_ids: int `(batch_size, source_length)`, 0 = padding.
+            max_length: optional int in `[1, self.max_length]`, the most
+                target tokens the search will generate: the self-attention
+                caches get that many positions (default `self.max_length`,
+                the whole position table). A smaller cache is cheaper at
+                every step (attention and beam reordering run over it).
+        """
+        if max_length is None:
+            max_length = self.max_length
+        elif isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not (
+                1 <= max_length <= self.max_length):
+            raise ValueError(f"max_length must be an int in [1, {self.max_length}] (the position "
+                             f"table). Received: max_length={max_length!r}")
         source_ids = self._drop_padding_beyond_max_length(ops.cast(source_ids, "int32"))
         # (batch_size, source_length <= max_length)
         source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
@@ -258,7 +276,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         for i, block in enumerate(self.decoder_blocks):
             cross_key, cross_value = block.compute_cross_cache(encoder_outputs)
             # each (batch_size, source_length, num_heads, key_dim)
-            self_key, self_value = block.init_self_cache(batch_size, self.max_length)
+            self_key, self_value = block.init_self_cache(batch_size, int(max_length))
             # each (batch_size, max_length, num_heads, key_dim)
             state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)] = cross_key, cross_value
             state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)] = self_key, self_value

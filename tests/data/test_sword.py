@@ -91,7 +91,12 @@ def test_parse_imp_skips_headings_and_chapter_intros():
         $$$Genesis 1:1
         {SPANISH_GEN_1_1}
         """)
-    assert list(parse_imp(imp)) == ["Genesis 1:1"]
+    testaments = {}
+    assert list(parse_imp(imp, testaments)) == ["Genesis 1:1"]
+    assert testaments == {"Genesis 1:1": 1}
+    assert parse_imp("$$$[ Testament 2 Heading ]\n\n$$$John 1:1\nEN el principio\n",
+                     testaments) == {"John 1:1": "EN el principio"}
+    assert testaments["John 1:1"] == 2
 
 
 def test_split_is_by_chapter_and_about_five_percent():
@@ -218,6 +223,7 @@ def test_real_modules_pair_about_31k_verses(real_pairs):
     genesis = by_id["Genesis 1:1"]
     assert genesis.source == "EN el principio crió Dios los cielos y la tierra."
     assert genesis.target == "In the beginning, God created the heavens and the earth."
+    assert genesis.testament == 1 and by_id["John 3:16"].testament == 2
     assert "<" not in "".join(pair.source + pair.target for pair in pairs)
     for split in ("dev", "test"):
         assert 0.04 < report[f"{split}_pairs"] / len(pairs) < 0.07
