@@ -30,15 +30,20 @@ clean:
 	rm -rf $(VENV) runs build *.egg-info
 
 # Optional system data for the examples (Debian/Ubuntu, needs root): the
-# German-English sentence pairs of examples/german_to_english_ding.py and a
-# Bengali font for the attention heatmaps of examples/english_to_bengali_numbers.py.
-# Not a dependency of `make test`: without them the German smoke test is skipped
-# (with the reason) and Bengali labels are drawn with a warning. .ci/run calls it.
+# German-English sentence pairs of examples/german_to_english_ding.py, the
+# SWORD Bibles of examples/spanish_to_english_bible.py (Reina-Valera 1909 and
+# the World English Bible, read with mod2imp from libsword-utils) and a Bengali
+# font for the attention heatmaps of examples/english_to_bengali_numbers.py.
+# --no-install-recommends: without it libsword-utils brings about 200 packages.
+# Not a dependency of `make test`: without them the tests that need them are
+# skipped (with the reason) and Bengali labels are drawn with a warning.
+# .ci/run calls it.
+EXAMPLES_PACKAGES := dict-freedict-deu-eng fonts-lohit-beng-bengali libsword-utils sword-text-sparv sword-text-web
 .PHONY: examples-data
 examples-data:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  (apt-get update -qq && apt-get install -y -qq dict-freedict-deu-eng fonts-lohit-beng-bengali >/dev/null) \
-	    || echo "examples-data: apt-get could not install dict-freedict-deu-eng / fonts-lohit-beng-bengali; the German example will be skipped"; \
+	  (apt-get update -qq && apt-get install -y -qq --no-install-recommends $(EXAMPLES_PACKAGES) >/dev/null) \
+	    || echo "examples-data: apt-get could not install $(EXAMPLES_PACKAGES); the examples that need them will be skipped"; \
 	else \
-	  echo "examples-data: needs root and apt-get (Debian/Ubuntu); the German example will be skipped"; \
+	  echo "examples-data: needs root and apt-get (Debian/Ubuntu); the examples that need it will be skipped"; \
 	fi

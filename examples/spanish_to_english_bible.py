@@ -79,7 +79,10 @@ def make_tokenizers(train_pairs, source_size, target_size):
 
 
 def search_settings(args):
-    settings = {"max_length": args.max_output_pieces, "max_source_length": POSITIONS}
+    # at most 2 S + 10 pieces for sources padded to S pieces (and never more
+    # than --max-output-pieces): a runaway hypothesis stops early
+    settings = {"max_length": args.max_output_pieces, "max_source_length": POSITIONS,
+                "max_length_a": 2.0, "max_length_b": 10}
     if args.smoke:
         settings["jit_compile"] = False
     return settings

@@ -130,6 +130,83 @@ def test_compiled_shapes_stay_bounded(g2p):
     assert translator.trace_count == traces
 
 
+def test_source_buckets_geometric_and_multiple():
+    from kerasseq.translator import source_bucket_edges, source_bucket_length
+
+    assert source_bucket_edges(8, up_to=300) == [8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]
+    assert source_bucket_edges(8, "multiple", up_to=40) == [8, 16, 24, 32, 40]
+    assert [source_bucket_length(n, 8) for n in (1, 8, 9, 25, 33, 49, 97, 129, 200)] == [
+        8, 8, 16, 32, 48, 64, 128, 192, 256]
+    assert [source_bucket_length(n, 8, "multiple") for n in (1, 9, 33, 200)] == [8, 16, 40, 200]
+    # never more than half again as long (once past 2 multiples)
+    assert all(source_bucket_length(n, 8) <= 1.5 * n for n in range(17, 2000))
+    with pytest.raises(ValueError, match="source_buckets must be one of"):
+        SearchConfig(source_buckets="pow2")
+    with pytest.raises(ValueError, match="max_length_a must be a finite float >= 0"):
+        SearchConfig(max_length_a=-1.0)
+
+
+def test_geometric_buckets_compile_fewer_shapes_same_translations(g2p):
+    model, words = g2p
+    texts = [word * repeat for repeat in (1, 2, 3, 4, 5) for word in words[:8]]
+    translations = {}
+    for scheme in ("multiple", "geometric"):
+        translator = Translator(model, method="greedy", batch_size=8, source_buckets=scheme)
+        translations[scheme] = translator.translate(texts)
+        lengths = {length for _, length in translator._python.compiled}
+        if scheme == "geometric":
+            assert lengths <= {8, 16, 24, 32, 48, 64, 96}
+    assert translations["multiple"] == translations["geometric"]
+
+
+def test_max_length_tied_to_the_source(g2p):
+    model, words = g2p
+    free = Translator(model, method="greedy", max_length=20)
+    tied = Translator(model, method="greedy", max_length=20, max_length_a=0.25, max_length_b=1)
+    ids = model.source_tokenizer.encode(words[:6]).to_tensor().numpy()
+    free_ids, _, free_lengths = free.generate(ids)
+    tied_ids, _, tied_lengths = tied.generate(ids)
+    # sources padded to 8 columns: at most ceil(0.25 * 8 + 1) = 3 tokens, the same prefix
+    assert tied_ids.shape == free_ids.shape == (6, 20)
+    assert (tied_lengths == np.minimum(free_lengths, 3)).all()
+    np.testing.assert_array_equal(tied_ids[:, :3], free_ids[:, :3])
+    assert not tied_ids[:, 3:].any()
+    loose = Translator(model, method="beam", max_length=20, max_length_a=2.0, max_length_b=10)
+    assert loose.translate(words[:6]) == Translator(model, max_length=20).translate(words[:6])
+
+
+def test_transformer_cache_sized_to_the_search():
+    keras.utils.set_random_seed(1)
+    _, _, source, target = tiny_g2p()
+    model = build_transformer_seq2seq(num_layers=2, d_model=16, num_heads=2, dff=32,
+                                      max_length=40, source_tokenizer=source,
+                                      target_tokenizer=target)
+    ids = source.encode(["adopt", "ado"]).to_tensor()
+    state = model.encode(ids, max_length=6)
+    assert state["layer_0_self_key"].shape[1] == 6
+    assert model.encode(ids)["layer_0_self_key"].shape[1] == 40
+    with pytest.raises(ValueError, match=r"max_length must be an int in \[1, 40\]"):
+        model.encode(ids, max_length=41)
+    # the same tokens and scores as a search over the whole 40-position cache
+    small = Translator(model, method="beam", max_length=6, jit_compile=False).generate(ids)
+    full_state = model.encode(ids)
+    token_ids, scores, lengths = decoding.beam_search(
+        model.decode_step, full_state, batch_size=2, start_id=2, end_id=3, max_length=6,
+        num_beams=4, shared_state=model.shared_state_keys)
+    np.testing.assert_array_equal(small[0][:, 0], token_ids.numpy()[:, 0])
+    np.testing.assert_allclose(small[1][:, 0], scores.numpy()[:, 0], atol=1e-5)
+
+
+def test_buckets_are_not_reported_as_retracing(g2p, caplog):
+    model, words = g2p
+    translator = Translator(model, method="greedy", batch_size=4)
+    with caplog.at_level("WARNING"):
+        for repeat in range(1, 8):  # seven source-length buckets, each traced once
+            translator.translate([word * repeat for word in words[:4]])
+    assert translator.trace_count >= 5
+    assert "retracing" not in caplog.text
+
+
 def test_transformer_through_the_translator():
     keras.utils.set_random_seed(0)
     _, _, source, target = tiny_g2p()

@@ -119,7 +119,13 @@ class Seq2SeqModel(keras.Model):
         return super().test_step(data)
 
     # ------------------------------------------------------------ contract
-    def encode(self, source_ids):
+    def encode(self, source_ids, max_length=None):
+        """Source ids `(batch_size, source_length)` → the decoding state.
+
+        `max_length` is the most tokens the search will generate; a model
+        that preallocates a cache sizes it to that (the Transformer), others
+        need no such size (the RNN keeps one recurrent state).
+        """
         raise NotImplementedError
 
     def decode_step(self, token_ids, state, step):

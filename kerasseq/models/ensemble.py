@@ -20,13 +20,13 @@ The state of the ensemble is one flat dict: member i's state tensors under
 attention) `attention_weights`, the members' mean, for the coverage penalty.
 """
 
+import inspect
 import math
 import numbers
 
 import keras
 from keras import ops
 
-from kerasseq.decoding.contract import encode_for_search
 from kerasseq.models.base import Seq2SeqModel
 
 MEMBER_PREFIX = "member_{}/"
@@ -187,8 +187,10 @@ class Ensemble(Seq2SeqModel):
         state = {SOURCE_MASK: ops.not_equal(source_ids, 0)}  # (batch_size, source_length)
         attention = []
         for index, member in enumerate(self.members):
-            member_state = (member.encode(source_ids) if max_length is None
-                            else encode_for_search(member, source_ids, max_length))
+            takes_length = "max_length" in inspect.signature(member.encode).parameters
+            member_state = (member.encode(source_ids, max_length=max_length)
+                            if max_length is not None and takes_length
+                            else member.encode(source_ids))
             state.update(_prefixed(member_state, index))
             attention.append(member_state.get(ATTENTION_WEIGHTS))
         if all(weights is not None for weights in attention):

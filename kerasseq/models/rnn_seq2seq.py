@@ -123,7 +123,9 @@ class RNNSeq2Seq(Seq2SeqModel):
         self.max_target_length = max_target_length
 
     # ------------------------------------------------------------ contract
-    def encode(self, source_ids):
+    def encode(self, source_ids, max_length=None):
+        # max_length: the search's length limit; the recurrent state needs no
+        # preallocation, so it does not depend on it (see Seq2SeqModel.encode).
         source_ids = ops.cast(source_ids, "int32")
         encoder_outputs, final_state = self.encoder(source_ids, training=False)
         initial_state = self.bridge(final_state)
