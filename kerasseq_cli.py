@@ -217,6 +217,16 @@ def make_parser():
                                   "`kerasseq export`")
     translate_parser.add_argument("texts", nargs="*")
     _add_search_arguments(translate_parser)
+    translate_parser.add_argument(
+        "--alignments", action="store_true",
+        help="also print each translation's word alignment from the attention, as "
+             "'source-target' word indices (i-j), after a tab (.keras models with attention)")
+    translate_parser.add_argument(
+        "--alignment-layer", default="-1", metavar="INDEX|mean",
+        help="Transformer decoder layer whose cross-attention aligns (default -1, the last)")
+    translate_parser.add_argument(
+        "--alignment-head", default="mean", metavar="INDEX|mean",
+        help="attention head that aligns (default: the mean of the heads)")
     translate_parser.set_defaults(handler="command_translate")
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")

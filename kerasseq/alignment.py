@@ -35,6 +35,7 @@ attention is scored against gold links (`alignment_scores`).
 """
 
 import numpy as np
+import tensorflow as tf
 
 PAD_ID, START_ID, END_ID = 0, 2, 3
 SUFFIX_INDICATOR = "##"
@@ -44,6 +45,16 @@ SUFFIX_INDICATOR = "##"
 # Pieces -> words.
 # --------------------------------------------------------------------------
 
+def continuation_table(tokenizer):
+    """bool NumPy `(vocabulary_size,)`: which ids continue a word (`##` pieces).
+
+    All False for a tokenizer without `##` pieces (every token is a word).
+    """
+    vocabulary = tokenizer.get_vocabulary() if hasattr(tokenizer, "get_vocabulary") else []
+    return np.array([token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR
+                     for token in vocabulary] or [False], bool)
+
+
 def word_starts(tokenizer, ids):
     """Which ids start a word: bool NumPy array of the shape of `ids`.
 
@@ -52,22 +63,9 @@ def word_starts(tokenizer, ids):
     pieces start a word at every id.
     """
     ids = np.asarray(ids)
-    vocabulary = _vocabulary(tokenizer)
-    if vocabulary is None:
-        return np.ones(ids.shape, bool)
-    continuation = np.array([token.startswith(SUFFIX_INDICATOR) and token != SUFFIX_INDICATOR
-                             for token in vocabulary], bool)
+    continuation = continuation_table(tokenizer) if tokenizer is not None else np.zeros(1, bool)
     known = (ids >= 0) & (ids < len(continuation))
     return ~np.where(known, continuation[np.clip(ids, 0, len(continuation) - 1)], False)
-
-
-def _vocabulary(tokenizer):
-    if tokenizer is None or not hasattr(tokenizer, "get_vocabulary"):
-        return None
-    vocabulary = tokenizer.get_vocabulary()
-    if not any(token.startswith(SUFFIX_INDICATOR) for token in vocabulary):
-        return None
-    return vocabulary
 
 
 def word_index(starts):
@@ -79,8 +77,54 @@ def word_index(starts):
     return np.maximum(np.cumsum(starts) - 1, 0)
 
 
+def _word_one_hot(ids, continuation):
+    """`(batch, pieces, pieces)` float32: piece p belongs to word w (0 for padding),
+    and the number of words per row (int32 `(batch,)`)."""
+    ids = tf.cast(ids, tf.int32)
+    real = ids != PAD_ID  # (batch, pieces)
+    safe = tf.clip_by_value(ids, 0, tf.shape(continuation)[0] - 1)
+    continues = tf.logical_and(tf.gather(continuation, safe), ids < tf.shape(continuation)[0])
+    starts = tf.logical_and(real, tf.logical_not(continues))  # (batch, pieces)
+    word = tf.maximum(tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, 0)  # (batch, pieces)
+    one_hot = tf.one_hot(word, tf.shape(ids)[1]) * tf.cast(real, tf.float32)[..., None]
+    # (batch, pieces, words); a row with pieces but no start (a leading ##) has one word
+    words = tf.reduce_max(tf.where(real, word + 1, 0), axis=1)  # (batch,)
+    return one_hot, words
+
+
+def merge_pieces_batch(weights, source_ids, target_ids, source_continuation,
+                       target_continuation):
+    """Piece attention `(batch, target_pieces, source_pieces)` → word attention (TensorFlow).
+
+    One implementation for `translate(return_alignments=True)`,
+    `align_texts` and the `translate_alignments` export signature: a source
+    word's pieces are summed, a target word's rows averaged.
+
+    Args:
+        weights: float `(batch, target_pieces, source_pieces)`.
+        source_ids: int `(batch, source_pieces)`, 0 = padding.
+        target_ids: int `(batch, target_pieces)`, 0 = padding (the target
+            pieces, without `[START]`).
+        source_continuation, target_continuation: bool `(vocabulary_size,)`
+            from `continuation_table`.
+
+    Returns:
+        `(word_weights, source_words, target_words)`: float32
+        `(batch, target_pieces, source_pieces)` (rows and columns past the
+        numbers of words are 0), int32 `(batch,)` twice.
+    """
+    weights = tf.cast(weights, tf.float32)
+    source_one_hot, source_words = _word_one_hot(source_ids, source_continuation)
+    target_one_hot, target_words = _word_one_hot(target_ids, target_continuation)
+    by_source = tf.matmul(weights, source_one_hot)  # (batch, target_pieces, source_words)
+    summed = tf.matmul(target_one_hot, by_source, transpose_a=True)
+    # (batch, target_words, source_words)
+    counts = tf.reduce_sum(target_one_hot, axis=1)[..., None]  # (batch, target_words, 1)
+    return summed / tf.maximum(counts, 1.0), source_words, target_words
+
+
 def merge_pieces(weights, source_starts, target_starts):
-    """A piece-level attention matrix as a word-level one.
+    """A piece-level attention matrix of one pair as a word-level one (NumPy).
 
     Args:
         weights: `(target_pieces, source_pieces)`, rows of attention weights.
@@ -89,18 +133,16 @@ def merge_pieces(weights, source_starts, target_starts):
 
     Returns:
         `(target_words, source_words)`: the source pieces of a word summed,
-        the target pieces of a word averaged.
+        the target pieces of a word averaged (`merge_pieces_batch` on one row).
     """
-    weights = np.asarray(weights, np.float64)
-    source_words, target_words = word_index(source_starts), word_index(target_starts)
-    num_source = int(source_words[-1]) + 1 if len(source_words) else 0
-    num_target = int(target_words[-1]) + 1 if len(target_words) else 0
-    by_source = np.zeros([weights.shape[0], num_source])
-    np.add.at(by_source.T, source_words, weights.T)  # (target_pieces, source_words)
-    merged = np.zeros([num_target, num_source])
-    np.add.at(merged, target_words, by_source)  # (target_words, source_words)
-    counts = np.bincount(target_words, minlength=num_target)[:, None]
-    return merged / np.maximum(counts, 1)
+    weights = np.asarray(weights, np.float32)
+    # pieces as ids: 4 starts a word, 5 continues one
+    source_ids = np.where(np.asarray(source_starts, bool), 4, 5)[None]
+    target_ids = np.where(np.asarray(target_starts, bool), 4, 5)[None]
+    continuation = tf.constant([False] * 5 + [True])
+    merged, source_words, target_words = merge_pieces_batch(
+        weights[None], source_ids, target_ids, continuation, continuation)
+    return merged.numpy()[0, :int(target_words[0]), :int(source_words[0])].astype(np.float64)
 
 
 def links_from_weights(word_weights):
@@ -151,13 +193,17 @@ def attention_heads(model, source_ids, target_in_ids):
         ValueError: the model has no attention (an RNN built with
             `attention=None`, an `Ensemble`).
     """
-    source_ids = np.asarray(source_ids, np.int32)
-    target_in_ids = np.asarray(target_in_ids, np.int32)
+    return np.asarray(attention_heads_tensor(model, np.asarray(source_ids, np.int32),
+                                             np.asarray(target_in_ids, np.int32)))
+
+
+def attention_heads_tensor(model, source_ids, target_in_ids):
+    """`attention_heads` as a float32 tensor (works inside a `tf.function`)."""
     if check_alignable(model) == "transformer":
-        layers = [np.asarray(model.cross_attention_weights(source_ids, target_in_ids, layer=i))
-                  for i in range(len(model.decoder_blocks))]
-        return np.stack(layers, axis=1)  # (batch_size, layers, heads, target, source)
-    weights = np.asarray(model.attention_weights(source_ids, target_in_ids))
+        layers = [tf.cast(model.cross_attention_weights(source_ids, target_in_ids, layer=i),
+                          tf.float32) for i in range(len(model.decoder_blocks))]
+        return tf.stack(layers, axis=1)  # (batch_size, layers, heads, target, source)
+    weights = tf.cast(model.attention_weights(source_ids, target_in_ids), tf.float32)
     return weights[:, None, None]  # (batch_size, 1, 1, target, source)
 
 
@@ -171,6 +217,43 @@ def check_alignable(model):
         f"Word alignments need a model with attention; {type(model).__name__} "
         f"{getattr(model, 'name', '')!r} has none (an RNN built with attention=None, or an "
         "Ensemble, whose members attend differently). Align with one attention model.")
+
+
+def alignment_strings(model, source_ids, target_ids, layer=-1, head="mean",
+                      start_id=START_ID):
+    """Word links as `"i-j i-j ..."` strings, all in TensorFlow (for exported signatures).
+
+    Args:
+        model: an attention model with tokenizers.
+        source_ids: int `(batch, source_length)`, 0 = padding.
+        target_ids: int `(batch, target_length)`, the hypotheses' pieces
+            without `[START]`, 0 after the last one.
+        layer, head: see `select_heads`.
+
+    Returns:
+        `tf.string` `(batch,)`: target word j linked to its most attended
+        source word i, as fast_align / fairseq print them (`""` for an empty
+        hypothesis).
+    """
+    source_ids = tf.cast(source_ids, tf.int32)
+    target_ids = tf.cast(target_ids, tf.int32)
+    batch = tf.shape(target_ids)[0]
+    target_in = tf.concat([tf.fill([batch, 1], start_id), target_ids[:, :-1]], axis=1)
+    heads = attention_heads_tensor(model, source_ids, target_in)
+    # (batch, layers, heads, target_length, source_length)
+    layer = _check_index_or_mean("layer", layer, heads.shape[1])
+    head = _check_index_or_mean("head", head, heads.shape[2])
+    heads = tf.reduce_mean(heads, axis=1) if layer == "mean" else heads[:, layer]
+    weights = tf.reduce_mean(heads, axis=1) if head == "mean" else heads[:, head]
+    merged, _, target_words = merge_pieces_batch(
+        weights, source_ids, target_ids,
+        tf.constant(continuation_table(model.source_tokenizer)),
+        tf.constant(continuation_table(model.target_tokenizer)))
+    best = tf.argmax(merged, axis=-1, output_type=tf.int32)  # (batch, target_length)
+    positions = tf.range(tf.shape(best)[1])[None, :]  # (1, target_length)
+    links = tf.strings.as_string(best) + "-" + tf.strings.as_string(positions + 0 * best)
+    kept = tf.ragged.boolean_mask(links, tf.sequence_mask(target_words, tf.shape(best)[1]))
+    return tf.strings.reduce_join(kept, axis=1, separator=" ")  # (batch,)
 
 
 def select_heads(heads, layer=-1, head="mean"):
@@ -223,23 +306,33 @@ def align_ids(model, source_ids, target_ids, layer=-1, head="mean", heads=False,
     empty = [i for i, row in enumerate(source_rows) if not row]
     if empty:
         raise ValueError(f"source_ids row {empty[0]} is empty: there is nothing to align to.")
-    all_heads = attention_heads(model, _pad(source_rows),
+    source_ids = _pad(source_rows)
+    target_ids = _pad(target_rows)
+    all_heads = attention_heads(model, source_ids,
                                 _pad([[start_id] + row for row in target_rows]))
-    source_tokenizer = getattr(model, "source_tokenizer", None)
-    target_tokenizer = getattr(model, "target_tokenizer", None)
+    # (batch, layers, heads, target + 1 or more, source)
+    all_heads = all_heads[:, :, :, :target_ids.shape[1], :]
+    source_continuation = tf.constant(continuation_table(getattr(model, "source_tokenizer", None)))
+    target_continuation = tf.constant(continuation_table(getattr(model, "target_tokenizer", None)))
+
+    def merge(weights):  # (batch, target, source) -> word matrices and word counts
+        merged, source_words, target_words = merge_pieces_batch(
+            weights, source_ids, target_ids, source_continuation, target_continuation)
+        return merged.numpy(), source_words.numpy(), target_words.numpy()
+
+    merged, source_words, target_words = merge(select_heads(all_heads, layer, head))
+    if heads:
+        layers, num_heads = all_heads.shape[1:3]
+        per_head = [[merge(all_heads[:, l_, h_])[0] for h_ in range(num_heads)]
+                    for l_ in range(layers)]
     results = []
-    for index, (source, target) in enumerate(zip(source_rows, target_rows, strict=True)):
-        source_starts = word_starts(source_tokenizer, source)
-        target_starts = word_starts(target_tokenizer, target)
-        pair_heads = all_heads[index, :, :, :len(target), :len(source)]
-        weights = merge_pieces(select_heads(pair_heads[None], layer, head)[0], source_starts,
-                               target_starts)
+    for index in range(len(source_rows)):
+        n_target, n_source = int(target_words[index]), int(source_words[index])
+        weights = merged[index, :n_target, :n_source].astype(np.float64)
         result = {"links": links_from_weights(weights), "weights": weights}
         if heads:
-            result["head_weights"] = np.stack([
-                np.stack([merge_pieces(pair_heads[l_, h_], source_starts, target_starts)
-                          for h_ in range(pair_heads.shape[1])])
-                for l_ in range(pair_heads.shape[0])])
+            result["head_weights"] = np.array([[matrix[index, :n_target, :n_source]
+                                                for matrix in row] for row in per_head])
         results.append(result)
     return results
 

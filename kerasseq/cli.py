@@ -482,14 +482,50 @@ def _read_export_metadata(path):
     return metadata
 
 
+def _layer_or_head(name, value):
+    """`"mean"` or an int, from the text of --alignment-layer / --alignment-head."""
+    if value == "mean":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise CLIError(f"--{name} must be an integer index or 'mean'. Received: {value!r}") from None
+
+
+def _pharaoh(links):
+    """Links as `i-j` pairs separated by spaces (the format of fast_align and fairseq)."""
+    return " ".join(f"{i}-{j}" for i, j in links)
+
+
 def command_translate(args):
+    alignments = getattr(args, "alignments", False)
     if is_saved_model(args.model_dir):
+        if alignments:
+            raise CLIError("--alignments needs a .keras model (its attention); a SavedModel "
+                           "export serves translations and scores only")
         translate = load_saved_model_translator(args.model_dir, args)
     else:
         model, search = load_model(args.model_dir), _search_kwargs(args)
+        layer = _layer_or_head("alignment-layer", getattr(args, "alignment_layer", "-1"))
+        head = _layer_or_head("alignment-head", getattr(args, "alignment_head", "mean"))
 
         def translate(texts):
-            return model.translate(texts, **search)
+            if not alignments:
+                return model.translate(texts, **search)
+            try:
+                translations, links = model.translate(
+                    texts, return_alignments=True, alignment_layer=layer,
+                    alignment_head=head, **search)
+            except ValueError as error:
+                raise CLIError(str(error)) from None
+            lines = []
+            for translation, row in zip(translations, links, strict=True):
+                if isinstance(translation, list):  # n-best: hypotheses and links by " | "
+                    lines.append(" | ".join(translation) + "\t"
+                                 + " | ".join(_pharaoh(item) for item in row))
+                else:
+                    lines.append(f"{translation}\t{_pharaoh(row)}")
+            return lines
 
     # One output line per input line: a blank text translates to "" (the rule
     # of the Python API and of exports), so outputs stay aligned with inputs.

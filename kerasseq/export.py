@@ -50,6 +50,7 @@ __all__ = [
 EXPORT_METHODS = ("greedy", "beam")
 SERVING_SIGNATURE = "serving_default"
 NBEST_SIGNATURE = "translate_nbest"
+ALIGNMENTS_SIGNATURE = "translate_alignments"
 METADATA_PATH = os.path.join("assets.extra", "kerasseq_export.json")
 # The "format" field of the metadata: how `kerasseq translate` tells a
 # kerasseq translator from any other SavedModel.
@@ -69,6 +70,9 @@ def export_translator(
     max_source_length=None,
     jit_compile=None,
     overwrite=True,
+    alignments=False,
+    alignment_layer=-1,
+    alignment_head="mean",
 ):
     """Write a SavedModel that maps source strings to translations and scores.
 
@@ -114,6 +118,13 @@ def export_translator(
             as the Transformer).
         jit_compile: True, False or `"auto"` (default): XLA-compile the
             encoder and the search.
+        alignments: bool, default False. Also export the signature
+            `translate_alignments`: `text` → `translation`, `score` and
+            `alignment`, the best hypothesis's word links from the attention
+            as `"i-j ..."` strings (source word i, target word j; see
+            `kerasseq.alignment`). Needs a model with attention.
+        alignment_layer, alignment_head: the attention that aligns (an index
+            or `"mean"`; default: the last layer, averaged over heads).
         overwrite: bool; True (default) replaces an existing SavedModel
             directory or empty directory at `path`; with False any existing
             `path` raises `FileExistsError`. Nothing else is replaced in
@@ -148,12 +159,19 @@ def export_translator(
     path = os.path.abspath(os.fspath(path))
     check_export_path(path, overwrite=overwrite)  # before tracing: fail fast
     module = translator.serving_module()
+    if alignments:
+        from kerasseq.alignment import check_alignable
+
+        check_alignable(model)  # a clear error before anything is traced or written
+        module.add_alignments(alignment_layer, alignment_head)
 
     def write(directory):
         signatures = {
             SERVING_SIGNATURE: module.translate.get_concrete_function(),
             NBEST_SIGNATURE: module.translate_nbest.get_concrete_function(),
         }
+        if alignments:
+            signatures[ALIGNMENTS_SIGNATURE] = module.translate_alignments.get_concrete_function()
         tf.saved_model.save(module, directory, signatures=signatures)
         _write_metadata(directory, model, translator)
 

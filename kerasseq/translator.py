@@ -749,6 +749,41 @@ class Translator:
             `(translations, scores)`: `tf.string` and float32
             `(batch_size, num_return)`.
         """
+        token_ids, scores, _ = self._translate_tensor_ids(text, num_return)
+        num_return, max_length = token_ids.shape[1], self.max_length
+        texts = self._python.target_tokenizer.detokenize(tf.reshape(token_ids, [-1, max_length]))
+        # (batch_size * num_return,)
+        return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
+
+    def align_tensor(self, text, layer=-1, head="mean"):
+        """Graph-mode translation with word alignments (the `translate_alignments` export).
+
+        Args:
+            text: `tf.string` `(batch_size,)`.
+            layer, head: the attention that aligns (`kerasseq.alignment`).
+
+        Returns:
+            `(translations, scores, alignments)`: `tf.string`, float32 and
+            `tf.string`, each `(batch_size,)`; an alignment reads
+            `"0-0 2-1 ..."` (source word - target word).
+        """
+        from kerasseq import alignment
+
+        alignment.check_alignable(self.model)
+        token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
+        best = token_ids[:, 0, :]  # (batch_size, max_length)
+        links = alignment.alignment_strings(self.model, source_ids, best, layer, head,
+                                            start_id=self._python.start_id)
+        return self._python.target_tokenizer.detokenize(best), scores[:, 0], links
+
+    def _translate_tensor_ids(self, text, num_return=None):
+        """The graph path up to the ids: `(token_ids, scores, source_ids)`.
+
+        Returns:
+            int32 `(batch_size, num_return, max_length)`, float32
+            `(batch_size, num_return)` and the searched source ids, int32
+            `(batch_size, source_length)` (all 0 for blank texts).
+        """
         self._check_text_model()
         returns = self.config.returns
         num_return = returns if num_return is None else num_return
@@ -777,9 +812,10 @@ class Translator:
         # (batch_size, num_return, max_length), blank rows all 0
         scores = tf.scatter_nd(rows[:, None], scores, tf.stack([batch_size, num_return]))
         # (batch_size, num_return), blank rows 0.0
-        texts = self._python.target_tokenizer.detokenize(tf.reshape(token_ids, [-1, max_length]))
-        # (batch_size * num_return,)
-        return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
+        source_ids = tf.scatter_nd(rows[:, None], tf.cast(kept_ids, tf.int32),
+                                   tf.stack([batch_size, tf.shape(kept_ids)[1]]))
+        # (batch_size, source_length), blank rows all 0
+        return token_ids, scores, source_ids
 
     def _graph_source_limit(self):
         """Source tokens kept in the graph path: never unbounded, never past a
@@ -856,6 +892,19 @@ class ServingModule(tf.Module):
                               + _lookup_tables(translator._python.target_tokenizer))
         self.translate = tf.function(self._serve_best, input_signature=[TEXT_SPEC])
         self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC])
+        self.translate_alignments = None
+
+    def add_alignments(self, layer=-1, head="mean"):
+        """Add `translate_alignments` (text → translation, score, alignment)."""
+        self._python.alignment = (layer, head)
+        self.translate_alignments = tf.function(self._serve_alignments,
+                                                input_signature=[TEXT_SPEC])
+        return self.translate_alignments
+
+    def _serve_alignments(self, text):
+        layer, head = self._python.alignment
+        translations, scores, links = self._python.translator.align_tensor(text, layer, head)
+        return {"translation": translations, "score": scores, "alignment": links}
 
     def _serve_best(self, text):
         translations, scores = self._python.translator.translate_tensor(text, num_return=1)

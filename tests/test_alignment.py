@@ -154,8 +154,7 @@ def tokenizers():
             WordPieceTextTokenizer.from_texts(targets, max_tokens=80), sources, targets)
 
 
-@pytest.mark.parametrize("kind", ["transformer", "rnn"])
-def test_real_models_alignments_match_their_attention(tokenizers, kind):
+def _trained(kind, tokenizers):
     source_tokenizer, target_tokenizer, sources, targets = tokenizers
     keras.utils.set_random_seed(3)
     if kind == "transformer":
@@ -171,6 +170,18 @@ def test_real_models_alignments_match_their_attention(tokenizers, kind):
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
     model.fit(make_dataset(list(zip(sources, targets)), source_tokenizer, target_tokenizer,
                            batch_size=3, seed=0), epochs=60, verbose=0)
+    return model
+
+
+@pytest.fixture(scope="module")
+def trained(tokenizers):
+    return {kind: _trained(kind, tokenizers) for kind in ("transformer", "rnn")}
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_real_models_alignments_match_their_attention(tokenizers, trained, kind):
+    source_tokenizer, target_tokenizer, sources, targets = tokenizers
+    model = trained[kind]
     translations, links = model.translate(sources, method="greedy", max_length=12,
                                           return_alignments=True, jit_compile=False)
     for source, translation, row in zip(sources, translations, links, strict=True):
@@ -204,3 +215,36 @@ def test_real_models_alignments_match_their_attention(tokenizers, kind):
         np.testing.assert_allclose(result["weights"], expected, atol=1e-6)
         assert result["head_weights"].shape[:2] == heads.shape[1:3]
         assert len(result["links"]) == len(split_words(targets[index]))
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_export_alignments_signature_equals_translate(tokenizers, trained, kind, tmp_path):
+    import tensorflow_text  # noqa: F401  (the WordPiece ops of the export)
+
+    from kerasseq.export import export_translator
+
+    _, _, sources, _ = tokenizers
+    model = trained[kind]
+    settings = dict(method="greedy", max_length=12, jit_compile=False)
+    path = export_translator(model, tmp_path / "export", alignments=True,
+                             alignment_layer=0, alignment_head="mean", **settings)
+    served = tf.saved_model.load(path)
+    assert set(served.signatures) == {"serving_default", "translate_nbest",
+                                      "translate_alignments"}
+    output = served.signatures["translate_alignments"](text=tf.constant(sources + ["  "]))
+    translations, links = model.translate(sources, return_alignments=True, alignment_layer=0,
+                                          **settings)
+    assert [t.decode() for t in output["translation"].numpy()] == translations + [""]
+    assert [a.decode() for a in output["alignment"].numpy()] == [
+        " ".join(f"{i}-{j}" for i, j in row) for row in links] + [""]
+
+
+def test_export_alignments_refuses_a_model_without_attention(tmp_path):
+    from kerasseq.export import export_translator
+
+    tokenizer = WordPieceTextTokenizer(VOCABULARY)
+    model = build_rnn_seq2seq(embedding_dim=4, units=4, attention=None, max_target_length=4,
+                              source_tokenizer=tokenizer, target_tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="need a model with attention"):
+        export_translator(model, tmp_path / "export", alignments=True)
+    assert not (tmp_path / "export").exists()

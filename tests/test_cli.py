@@ -380,6 +380,23 @@ def test_help_answers_without_tensorflow():
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr
 
 
+def test_translate_alignments(trained_dir, trained_model):
+    result = kerasseq("translate", trained_dir, *WORDS, "--beam", "2", "--alignments",
+                      "--alignment-head", "mean")
+    assert result.returncode == 0, result.stderr[-2000:]
+    translations, links = trained_model.translate(WORDS, num_beams=2, return_alignments=True)
+    expected = [f"{word}\t{text}\t" + " ".join(f"{i}-{j}" for i, j in row)
+                for word, text, row in zip(WORDS, translations, links, strict=True)]
+    assert result.stdout.splitlines() == expected
+    # one link per phoneme, each to a letter of the word
+    for word, text, row in zip(WORDS, translations, links, strict=True):
+        assert [j for _, j in row] == list(range(len(text.split())))
+        assert all(0 <= i < len(word) for i, _ in row)
+    bad = kerasseq("translate", trained_dir, "cat", "--alignments", "--alignment-layer", "top")
+    assert bad.returncode != 0 and "--alignment-layer must be an integer index or 'mean'" in \
+        bad.stderr
+
+
 def test_translate_prints_translations_and_nothing_else(trained_dir):
     """Without TF_CPP_MIN_LOG_LEVEL the CLI silences TensorFlow's native start-up lines."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}

@@ -10,7 +10,11 @@ their last printed digit or 0.1 % of their value, whichever is larger
 (thousands separators allowed: "46,312" is one number).
 
 A page that needs the internet can opt out with a line
-`<!-- docs-test: skip -->`; the test then reports it as skipped.
+`<!-- docs-test: skip -->`; the test then reports it as skipped. A page
+whose code needs a program installed from Debian (e.g. `mod2imp` for the
+SWORD Bibles, `make examples-data`) says so with
+`<!-- docs-test: needs-command PROGRAM -->`: without it the page is skipped
+with the reason.
 
 The second test builds the site with `mkdocs build --strict`.
 """
@@ -32,6 +36,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_MARKER = "<!-- docs-test: skip -->"
+NEEDS_COMMAND = re.compile(r"<!-- docs-test: needs-command (\S+) -->")
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 # A number; "46,312" (thousands separators) is one number, not two.
 NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d*)?|\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
@@ -138,6 +143,10 @@ def test_docs_page_code_runs(page, tmp_path, monkeypatch):
     text = page.read_text(encoding="utf-8")
     if SKIP_MARKER in text:
         pytest.skip(f"{page.relative_to(ROOT)} is marked {SKIP_MARKER} (needs the internet)")
+    for program in NEEDS_COMMAND.findall(text):
+        if shutil.which(program) is None:
+            pytest.skip(f"{page.relative_to(ROOT)} needs `{program}`, which is not installed "
+                        "(make examples-data)")
     blocks = python_blocks(text)
     if not blocks:
         pytest.skip(f"{page.relative_to(ROOT)} has no python block")

@@ -21,10 +21,12 @@ from kerasseq.data.tokenizer import (
     UNK_TOKEN,
     TextTokenizer,
 )
+from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tsv import load_tsv_pairs
 from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
 
 __all__ = [
+    "BiblePair",
     "END_ID",
     "END_TOKEN",
     "PAD_ID",
@@ -34,10 +36,12 @@ __all__ = [
     "START_TOKEN",
     "UNK_ID",
     "UNK_TOKEN",
+    "SwordError",
     "TextTokenizer",
     "WordPieceTextTokenizer",
     "entries_to_pairs",
     "load_cmudict",
+    "load_bible_pairs",
     "load_cmudict_tokenizers",
     "load_tsv_pairs",
     "make_dataset",

@@ -35,7 +35,9 @@ or target text equals a dev or test verse's is removed from train: no test
 target appears verbatim in train.
 """
 
+import bisect
 import dataclasses
+import functools
 import glob
 import os
 import re
@@ -212,6 +214,7 @@ def parse_imp(text, testaments=None):
     return verses
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _strong_numbers(attributes):
     """The normalised Strong's numbers of a `<w>` tag's `lemma` attribute."""
     match = re.search(r'lemma="([^"]*)"', attributes)
@@ -234,41 +237,52 @@ def parse_osis_verse(markup):
     Returns:
         `(text, words, strongs)`: str, tuple of str, tuple of frozenset.
     """
-    characters, tags = [], []  # the raw text and each character's Strong's numbers
-    skipping, current = 0, frozenset()
-    position = 0
+    chunks, tagged = [], []  # the raw text's pieces; (start, end, numbers) of tagged ones
+    length, skipping, current, position = 0, 0, frozenset(), 0
+
+    def add(text, numbers):
+        nonlocal length
+        if text:
+            chunks.append(text)
+            if numbers:
+                tagged.append((length, length + len(text), numbers))
+            length += len(text)
+
     for match in _TAG.finditer(markup):
         if not skipping:
-            chunk = _unescape(markup[position:match.start()])
-            characters.extend(chunk)
-            tags.extend([current] * len(chunk))
+            add(_unescape(markup[position:match.start()]), current)
         position = match.end()
         name, closing, empty = match["name"], bool(match["close"]), bool(match["empty"])
         attributes = match["attributes"]
         skip = name in _SKIPPED or (
             name == "title" and 'canonical="true"' not in attributes)
         if skip and not empty:
-            skipping += -1 if closing else 1
-            skipping = max(skipping, 0)
+            skipping = max(skipping + (-1 if closing else 1), 0)
         if name == "w" and not empty:
             current = frozenset() if closing else _strong_numbers(attributes)
         if name in _SEPARATING:
-            characters.append(" ")
-            tags.append(frozenset())
+            add(" ", frozenset())
     if not skipping:
-        chunk = _unescape(markup[position:])
-        characters.extend(chunk)
-        tags.extend([current] * len(chunk))
-    raw = "".join(characters)
+        add(_unescape(markup[position:]), current)
+    raw = "".join(chunks)
+    starts = [start for start, _, _ in tagged]
     words, strongs = [], []
     for word in WORD_PATTERN.finditer(raw):
         words.append(word.group())
-        numbers = frozenset().union(*tags[word.start():word.end()])
-        strongs.append(numbers if word.group()[0].isalnum() else frozenset())
+        numbers = frozenset()
+        if word.group()[0].isalnum():  # the tagged chunks that overlap the word
+            index = max(bisect.bisect_right(starts, word.start()) - 1, 0)
+            while index < len(tagged) and tagged[index][0] < word.end():
+                if tagged[index][1] > word.start():
+                    numbers = numbers | tagged[index][2]
+                index += 1
+        strongs.append(numbers)
     return _normalise_spaces(raw), tuple(words), tuple(strongs)
 
 
 def _unescape(text):
+    if "&" not in text:
+        return text
     return (text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
             .replace("&apos;", "'").replace("&amp;", "&"))
 
@@ -280,7 +294,16 @@ def _normalise_spaces(text):
 
 
 def load_module(module, mod2imp="mod2imp"):
-    """Every verse with text of an installed SWORD module, as `{verse_id: Verse}`."""
+    """Every verse with text of an installed SWORD module, as `{verse_id: Verse}`.
+
+    Parsed once per process and `(module, mod2imp)` (a copy of the dict is
+    returned; the `Verse`s are immutable).
+    """
+    return dict(_load_module(module, shutil.which(mod2imp) or mod2imp))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_module(module, mod2imp):
     verses, testaments = {}, {}
     for verse_id, markup in parse_imp(export_module(module, mod2imp), testaments).items():
         text, words, strongs = parse_osis_verse(markup)
