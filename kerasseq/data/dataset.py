@@ -143,6 +143,18 @@ def make_dataset(
             )
     sources = [source for source, _ in pairs]
     targets = [target for _, target in pairs]
+    # Token counts of every pair: for 'auto' buckets, and for the number of
+    # batches, which the dataset then declares (assert_cardinality), so that
+    # `fit` knows an epoch's length and never warns that the input "ran out
+    # of data".
+    source_lengths = _encoded_lengths(source_tokenizer, sources)
+    target_lengths = _encoded_lengths(target_tokenizer, targets)
+    kept = np.ones(len(pairs), bool)
+    if max_source_length is not None:
+        kept &= source_lengths <= max_source_length
+    if max_target_length is not None:
+        kept &= target_lengths + 1 <= max_target_length
+    lengths = np.maximum(source_lengths, target_lengths + 1)  # as _example_length
 
     boundaries = bucket_boundaries
     if isinstance(boundaries, str):
@@ -151,10 +163,6 @@ def make_dataset(
                 "`bucket_boundaries` must be None, a list of ints or 'auto'. "
                 f"Received: bucket_boundaries={bucket_boundaries!r}"
             )
-        lengths = np.maximum(
-            _encoded_lengths(source_tokenizer, sources),
-            _encoded_lengths(target_tokenizer, targets) + 1,
-        )
         boundaries = _auto_bucket_boundaries(lengths)
     elif boundaries is not None:
         boundaries = list(boundaries)
@@ -205,7 +213,25 @@ def make_dataset(
             padding_values=PAD_ID,
             drop_remainder=drop_remainder,
         )
+    batches = _number_of_batches(lengths[kept], boundaries, batch_size, drop_remainder)
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _number_of_batches(lengths, boundaries, batch_size, drop_remainder):
+    """Batches of `padded_batch` / `bucket_by_sequence_length` over examples of `lengths`.
+
+    A bucket holds the lengths in `[boundaries[i - 1], boundaries[i])` and
+    emits full batches, then (without `drop_remainder`) one partial batch.
+    """
+    if boundaries is None:
+        counts = [len(lengths)]
+    else:
+        counts = np.bincount(np.searchsorted(boundaries, lengths, side="right"),
+                             minlength=len(boundaries) + 1)
+    if drop_remainder:
+        return int(sum(count // batch_size for count in counts))
+    return int(sum(-(-count // batch_size) for count in counts))
 
 
 def make_source_dataset(texts, tokenizer, batch_size=64):

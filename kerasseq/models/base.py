@@ -15,6 +15,7 @@ text reaches it by one path, `kerasseq.Translator` (which `translate` and
 import numbers
 
 import keras
+import tensorflow as tf
 
 
 def deserialize_tokenizer(tokenizer):
@@ -97,6 +98,18 @@ class Seq2SeqModel(keras.Model):
         return self.__dict__.get("_untracked_target_tokenizer")
 
     # ------------------------------------------------------------ training
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """`keras.Model.fit`; a `tf.data.Dataset` is not re-shuffled by Keras.
+
+        Keras ignores `shuffle` for a dataset (its order is the dataset's:
+        `kerasseq.data.make_dataset` shuffles every epoch) and warns about
+        its default `shuffle=True`; kerasseq models pass `shuffle=False` for
+        datasets unless the caller set `shuffle`, so `fit` prints no warning.
+        """
+        if "shuffle" not in kwargs and len(args) < 7 and isinstance(x, tf.data.Dataset):
+            kwargs["shuffle"] = False
+        return super().fit(x, y, *args, **kwargs)
+
     def train_step(self, data):
         """Keras' training step; with several replicas, the exact distributed step.
 

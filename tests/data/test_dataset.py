@@ -153,3 +153,33 @@ def test_make_source_dataset_keeps_order(tokenizers):
     assert batches == [[[5, 4, 6], [4, 0, 0]], [[1, 1, 1]]]
     with pytest.raises(ValueError, match="texts"):
         make_source_dataset("cat", source)
+
+
+@pytest.mark.parametrize("buckets", [None, "auto", [4, 6]])
+@pytest.mark.parametrize("drop_remainder", [False, True])
+def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder):
+    """The dataset declares its number of batches (no "ran out of data"), and a
+    kerasseq model's fit does not pass Keras' ignored shuffle=True (no warning)."""
+    import warnings
+
+    import keras
+
+    from kerasseq.models import build_rnn_seq2seq
+    from kerasseq.training import MaskedSparseCategoricalCrossentropy
+
+    words = ["cat", "cats", "dog", "dogs", "a", "an", "the", "tiger", "zebra", "ox", "bee"]
+    pairs = [(word, word[::-1]) for word in words]
+    source = TextTokenizer.from_texts([s for s, _ in pairs], split="character")
+    target = TextTokenizer.from_texts([t for _, t in pairs], split="character")
+    data = make_dataset(pairs, source, target, batch_size=2, seed=0, bucket_boundaries=buckets,
+                        max_target_length=6, drop_remainder=drop_remainder)
+    counted = sum(1 for _ in data)
+    assert int(data.cardinality()) == counted  # declared == real, with the length filter
+    validation = make_dataset(pairs[:4], source, target, batch_size=2, shuffle=False)
+    model = build_rnn_seq2seq(source_vocab_size=source.vocabulary_size,
+                              target_vocab_size=target.vocabulary_size, embedding_dim=4, units=4)
+    model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        history = model.fit(data, validation_data=validation, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
