@@ -93,7 +93,7 @@ def _fraction(text):
 def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
     """An argparse type: a finite float within the bounds (NaN and inf refused)."""
     low = "(" if open_minimum else "["
-    high = ")" if open_maximum else "]"
+    high = ")" if open_maximum or maximum is None else "]"  # inf is never inside
     interval = (f"{low}{'-inf' if minimum is None else f'{minimum:g}'}, "
                 f"{'inf' if maximum is None else f'{maximum:g}'}{high}")
 

@@ -308,10 +308,10 @@ def align_ids(model, source_ids, target_ids, layer=-1, head="mean", heads=False,
         raise ValueError(f"source_ids row {empty[0]} is empty: there is nothing to align to.")
     source_ids = _pad(source_rows)
     target_ids = _pad(target_rows)
-    all_heads = attention_heads(model, source_ids,
-                                _pad([[start_id] + row for row in target_rows]))
-    # (batch, layers, heads, target + 1 or more, source)
-    all_heads = all_heads[:, :, :, :target_ids.shape[1], :]
+    # row t of the attention is the one that predicts target piece t, fed piece t - 1
+    target_in = _pad([[start_id] + row[:-1] for row in target_rows], target_ids.shape[1])
+    all_heads = attention_heads(model, source_ids, target_in)
+    # (batch, layers, heads, target_length, source_length)
     source_continuation = tf.constant(continuation_table(getattr(model, "source_tokenizer", None)))
     target_continuation = tf.constant(continuation_table(getattr(model, "target_tokenizer", None)))
 

@@ -147,7 +147,7 @@ def export_translator(
     >>> translator = tf.saved_model.load("/tmp/g2p_export")         # doctest: +SKIP
     >>> translator.signatures["serving_default"](
     ...     text=tf.constant(["hello"]))["translation"]              # doctest: +SKIP
-    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'HH AH0 L OW1'], dtype=object)>
+    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'HH AH L OW'], dtype=object)>
     """
     translator = make_translator(
         model, config, method=method, num_beams=num_beams, length_penalty=length_penalty,

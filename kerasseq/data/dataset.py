@@ -188,12 +188,12 @@ def make_dataset(
     if max_source_length is not None or max_target_length is not None:
         source_limit = max_source_length or np.iinfo(np.int32).max
         target_limit = max_target_length or np.iinfo(np.int32).max
-        dataset = dataset.filter(
-            lambda source_ids, target_ids: (
-                (tf.shape(source_ids)[0] <= source_limit)
-                & (tf.shape(target_ids)[0] + 1 <= target_limit)
-            )
-        )
+
+        def short_enough(source_ids, target_ids):
+            return (tf.shape(source_ids)[0] <= source_limit) & (
+                tf.shape(target_ids)[0] + 1 <= target_limit)
+
+        dataset = dataset.filter(short_enough)
     dataset = dataset.map(_teacher_forcing, num_parallel_calls=tf.data.AUTOTUNE)
     if cache:
         dataset = dataset.cache()

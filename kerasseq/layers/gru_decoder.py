@@ -62,7 +62,7 @@ class GRUDecoder(keras.layers.Layer):
     through its initial state.
 
     Training call and single-step decoding use the same `step` function: the
-    training call scans it over the target positions with `keras.ops.scan`,
+    training call scans it over the target positions with `tf.scan`,
     and `step` is what a model's `decode_step` calls, so both give the same
     logits.
 
