@@ -61,6 +61,32 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
         super().__init__()
         self.directory = os.fspath(directory)
         self.keep = check_int("keep", keep, 1)
+        self._checked = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        """Refuse, before the first epoch of a `fit`, checkpoints of a later epoch.
+
+        Epoch numbers restart with every `fit` (or go on from
+        `initial_epoch` when resuming), so an `epoch_XXX.keras` numbered at
+        or above the epoch being started belongs to another run: kept, it
+        would count as "the newest" and join an average in place of this
+        run's epochs.
+        """
+        if self._checked:
+            return
+        self._checked = True
+        stale = [path for path in epoch_checkpoints(self.directory)
+                 if int(CHECKPOINT_PATTERN.fullmatch(os.path.basename(path)).group(1)) > epoch]
+        if stale:
+            raise ValueError(
+                f"{self.directory} holds epoch checkpoints of another run "
+                f"({', '.join(os.path.basename(p) for p in stale[:5])}"
+                f"{', ...' if len(stale) > 5 else ''}) numbered at or above epoch "
+                f"{epoch + 1}, the one this fit starts: they would be kept as the newest and "
+                "averaged with this run's. Remove them or choose another directory.")
+
+    def on_train_end(self, logs=None):
+        self._checked = False
 
     def on_epoch_end(self, epoch, logs=None):
         if not all_weights_finite(self.model):

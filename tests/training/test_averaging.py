@@ -125,6 +125,23 @@ def test_keep_last_checkpoints_keeps_the_newest(tmp_path):
         KeepLastCheckpoints(directory, keep=0)
 
 
+def test_keep_last_checkpoints_refuses_a_later_runs_files(tmp_path):
+    keras.utils.set_random_seed(4)
+    directory = tmp_path / "checkpoints"
+    model = _compiled(_rnn())
+    model.fit(_data(), epochs=3, verbose=0, callbacks=[KeepLastCheckpoints(directory, keep=3)])
+    # A new run into the same directory starts at epoch 1: epoch_002/003 would win.
+    fresh = _compiled(_rnn())
+    with pytest.raises(ValueError, match=r"epoch_001.keras, epoch_002.keras, epoch_003.keras\) "
+                                         r"numbered at or above epoch 1"):
+        fresh.fit(_data(), epochs=1, verbose=0, callbacks=[KeepLastCheckpoints(directory)])
+    # A resumed run (initial_epoch=3) goes on after them: accepted.
+    model.fit(_data(), epochs=4, initial_epoch=3, verbose=0,
+              callbacks=[KeepLastCheckpoints(directory, keep=3)])
+    assert [os.path.basename(p) for p in epoch_checkpoints(directory)] == [
+        "epoch_002.keras", "epoch_003.keras", "epoch_004.keras"]
+
+
 def test_training_run_keeps_epoch_checkpoints_and_clear_removes_them(tmp_path):
     keras.utils.set_random_seed(5)
     run = TrainingRun(tmp_path / "run")
