@@ -21,7 +21,7 @@ _EXPECTED = (
 
 
 def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores=False,
-              **settings):
+              return_alignments=False, alignment_layer=-1, alignment_head="mean", **settings):
     """Translate text or token ids with a kerasseq model; beam search by default.
 
     The same search, with the same defaults (`kerasseq.SearchConfig()`: beam
@@ -65,7 +65,8 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
         `(batch_size, num_return, max_length)` (beam).
 
     Raises:
-        TypeError: `model` is not a kerasseq model, `texts_or_ids` has none of
+        TypeError: `model` does not meet the decoding contract (`encode`,
+            `decode_step`; the same check as `Translator`), `texts_or_ids` has none of
             the types above (the message names what was received), or an
             unknown search setting.
         ValueError: bad search settings or an infinite dataset.
@@ -76,21 +77,26 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
     ['K AE T', 'D AO G']
     >>> ids, scores, lengths = kerasseq.translate(model, source_ids, num_beams=8)  # doctest: +SKIP
     """
-    if not isinstance(model, Seq2SeqModel):
-        raise TypeError(
-            "model must be a kerasseq Seq2SeqModel (e.g. from build_rnn_seq2seq or "
-            f"build_transformer_seq2seq). Received: model of type {type(model).__name__}"
-        )
+    from kerasseq.translator import check_model, get_translator  # the one inference path
+
+    check_model(model)  # anything that meets the decoding contract, as Translator
     if not (verbose == "auto" or verbose in (0, 1, 2)):
         raise ValueError(f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}")
-    translator = model.translator(config, **settings)  # checks every setting first
+    translator = (model.translator(config, **settings) if isinstance(model, Seq2SeqModel)
+                  else get_translator(model, config, **settings))  # checks every setting
     if verbose == "auto":
         verbose = 1 if isinstance(texts_or_ids, tf.data.Dataset) else 0
     kind, items, single = _collect_inputs(texts_or_ids)
     if kind == "text":
         if single:
             items = items[0]
-        return translator.translate(items, return_scores=return_scores, verbose=int(verbose))
+        return translator.translate(items, return_scores=return_scores, verbose=int(verbose),
+                                    return_alignments=return_alignments,
+                                    alignment_layer=alignment_layer,
+                                    alignment_head=alignment_head)
+    if return_alignments:
+        raise ValueError("return_alignments needs text input (the words are the tokenizers'); "
+                         "for source ids, align with kerasseq.alignment.align_ids.")
     if not items:
         raise ValueError("texts_or_ids holds no source ids: there is nothing to translate.")
     progress = keras.utils.Progbar(sum(len(a) for a in items), verbose=int(verbose)) if verbose else None

@@ -104,7 +104,7 @@ def test_bad_inputs_are_named(g2p):
             translate(model, bad)
     with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
         translate(model, ["cat", 42])
-    with pytest.raises(TypeError, match="model must be a kerasseq Seq2SeqModel"):
+    with pytest.raises(TypeError, match="model must follow the kerasseq decoding contract"):
         translate(keras.Sequential([keras.layers.Dense(2)]), "cat")
     with pytest.raises(TypeError, match="dataset element 0 is a dict"):
         translate(model, tf.data.Dataset.from_tensor_slices({"source": ["cat"]}))
@@ -126,3 +126,19 @@ def test_bad_inputs_are_named(g2p):
         translate(model, "cat", method="viterbi")
     with pytest.raises(ValueError, match="source_ids"):
         translate(model, np.array([[5, model.source_vocab_size]]))
+
+
+def test_translate_accepts_what_translator_accepts():
+    """A non-Keras object meeting the encode/decode_step contract (the sheep/ship
+    Markov table) decodes through kerasseq.translate as through Translator."""
+    from kerasseq import Translator
+    from tests.test_translator import TableDecodable
+
+    table = TableDecodable()
+    ids = np.array([[4, 5]], np.int32)
+    expected = Translator(table, method="beam", num_beams=2).generate(ids)
+    for ours, theirs in zip(translate(table, ids, method="beam", num_beams=2), expected,
+                            strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    with pytest.raises(ValueError, match="return_alignments needs text input"):
+        translate(table, ids, return_alignments=True)
