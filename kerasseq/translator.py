@@ -529,9 +529,13 @@ class Translator:
             def search_ids(source_ids, seed):
                 return self._search_ids(source_ids, seed)
 
-            # A new Python function per bucket: each is traced once by design,
-            # and TensorFlow's "frequent retracing" warning (counted per
-            # Python function) does not mistake the buckets for retraces.
+            # One function per bucket, each traced once by design. TensorFlow
+            # counts traces per code object and would report the buckets as
+            # "frequent retracing": each bucket gets a code object of its own.
+            name = "search_ids" if shape is None else "search_ids_{}x{}".format(*shape)
+            search_ids = types.FunctionType(search_ids.__code__.replace(co_name=name),
+                                            search_ids.__globals__, name,
+                                            search_ids.__defaults__, search_ids.__closure__)
             function = tf.function(search_ids, jit_compile=self._python.jit_compile,
                                    input_signature=signature)
             self._python.compiled[shape] = function
