@@ -38,7 +38,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
 from kerasseq.alignment import (  # noqa: E402
     align_texts,

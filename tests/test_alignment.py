@@ -168,7 +168,7 @@ def _trained(kind, tokenizers):
     # A few seconds of training: a random model prints [UNK] (one word for the
     # alignment, three for split_words) and stray reserved ids.
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
-    model.fit(make_dataset(list(zip(sources, targets)), source_tokenizer, target_tokenizer,
+    model.fit(make_dataset(list(zip(sources, targets, strict=True)), source_tokenizer, target_tokenizer,
                            batch_size=3, seed=0), epochs=60, verbose=0)
     return model
 

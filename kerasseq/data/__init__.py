@@ -9,6 +9,7 @@ from kerasseq.data.cmudict import (
     parse_cmudict_lines,
 )
 from kerasseq.data.dataset import make_dataset, make_source_dataset
+from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tokenizer import (
     END_ID,
     END_TOKEN,
@@ -21,7 +22,6 @@ from kerasseq.data.tokenizer import (
     UNK_TOKEN,
     TextTokenizer,
 )
-from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tsv import load_tsv_pairs
 from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
 

@@ -77,7 +77,10 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
     ['K AE T', 'D AO G']
     >>> ids, scores, lengths = kerasseq.translate(model, source_ids, num_beams=8)  # doctest: +SKIP
     """
-    from kerasseq.translator import check_model, get_translator  # the one inference path
+    from kerasseq.translator import (  # the one inference path
+        check_model,
+        get_translator,
+    )
 
     check_model(model)  # anything that meets the decoding contract, as Translator
     if not (verbose == "auto" or verbose in (0, 1, 2)):

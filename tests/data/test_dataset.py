@@ -162,8 +162,6 @@ def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder):
     kerasseq model's fit does not pass Keras' ignored shuffle=True (no warning)."""
     import warnings
 
-    import keras
-
     from kerasseq.models import build_rnn_seq2seq
     from kerasseq.training import MaskedSparseCategoricalCrossentropy
 
