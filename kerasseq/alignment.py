@@ -241,10 +241,7 @@ def alignment_strings(model, source_ids, target_ids, layer=-1, head="mean",
     target_in = tf.concat([tf.fill([batch, 1], start_id), target_ids[:, :-1]], axis=1)
     heads = attention_heads_tensor(model, source_ids, target_in)
     # (batch, layers, heads, target_length, source_length)
-    layer = _check_index_or_mean("layer", layer, heads.shape[1])
-    head = _check_index_or_mean("head", head, heads.shape[2])
-    heads = tf.reduce_mean(heads, axis=1) if layer == "mean" else heads[:, layer]
-    weights = tf.reduce_mean(heads, axis=1) if head == "mean" else heads[:, head]
+    weights = _select(heads, layer, head, tf.reduce_mean)
     merged, _, target_words = merge_pieces_batch(
         weights, source_ids, target_ids,
         tf.constant(continuation_table(model.source_tokenizer)),
@@ -264,11 +261,15 @@ def select_heads(heads, layer=-1, head="mean"):
         layer: int index or `"mean"` (average over layers).
         head: int index or `"mean"` (average over heads).
     """
-    heads = np.asarray(heads)
+    return _select(np.asarray(heads), layer, head, np.mean)
+
+
+def _select(heads, layer, head, mean):
+    """`select_heads` for NumPy arrays (`mean=np.mean`) and tensors (`tf.reduce_mean`)."""
     layer = _check_index_or_mean("layer", layer, heads.shape[1])
     head = _check_index_or_mean("head", head, heads.shape[2])
-    heads = heads.mean(axis=1) if layer == "mean" else heads[:, layer]
-    return heads.mean(axis=1) if head == "mean" else heads[:, head]
+    heads = mean(heads, axis=1) if layer == "mean" else heads[:, layer]
+    return mean(heads, axis=1) if head == "mean" else heads[:, head]
 
 
 def _pad(rows, length=None):
