@@ -31,6 +31,7 @@ class BahdanauAttention(keras.layers.Layer):
         query: `(batch_size, query_dim)`: the previous decoder state s_{t-1}.
         values: `(batch_size, source_length, value_dim)`: encoder outputs h_i.
         mask: optional bool `(batch_size, source_length)`, True = real token.
+            Without it, the Keras mask carried by `values` is used.
         keys: optional `(batch_size, source_length, units)` from
             `precompute_keys(values)`, to skip recomputing W_2 h_i.
 
@@ -58,7 +59,8 @@ class BahdanauAttention(keras.layers.Layer):
         self.key_dense = keras.layers.Dense(units, use_bias=True, dtype=dtype, name="key_dense")
         self.score_dense = keras.layers.Dense(1, use_bias=False, dtype=dtype, name="score_dense")
 
-    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
+              values_mask_shape=None):
         self.query_dense.build(query_shape)
         self.key_dense.build(values_shape)
         self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))
@@ -73,7 +75,11 @@ class BahdanauAttention(keras.layers.Layer):
         hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
         return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
 
-    def call(self, query, values, mask=None, keys=None):
+    def call(self, query, values, mask=None, keys=None, values_mask=None):
+        if mask is None:
+            # Keras fills `values_mask` with the mask that travels on `values`
+            # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
+            mask = values_mask
         if keys is None:
             keys = self.precompute_keys(values)
         weights = masked_softmax(self.score(query, keys), mask)
@@ -81,7 +87,13 @@ class BahdanauAttention(keras.layers.Layer):
         context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
         return context, weights
 
-    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+    def compute_mask(self, *args, **kwargs):
+        # The source mask is consumed here (context and weights are per
+        # query, not per source position): nothing to pass on, no warning.
+        return None
+
+    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
+                             values_mask_shape=None):
         return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
 
     def get_config(self):

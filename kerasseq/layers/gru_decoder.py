@@ -101,6 +101,9 @@ class GRUDecoder(keras.layers.Layer):
         values: `(batch_size, source_length, value_dim)`: encoder outputs h_i
             (needed with attention).
         source_mask: bool `(batch_size, source_length)`, True = real token.
+            Without it, the Keras mask carried by `values` is used (the
+            outputs of `LSTMEncoder` and of `Embedding(mask_zero=True)` carry
+            one); with neither, every source position is attended.
         training: bool.
         return_attention_scores: bool, also return the attention weights.
 
@@ -169,7 +172,7 @@ class GRUDecoder(keras.layers.Layer):
         return self.attention is not None or self.feed_context
 
     def build(self, target_in_ids_shape, initial_state_shape=None, values_shape=None,
-              source_mask_shape=None):
+              source_mask_shape=None, values_mask_shape=None):
         batch_size = target_in_ids_shape[0]
         if self.attention is not None:
             if values_shape is None:
@@ -264,7 +267,11 @@ class GRUDecoder(keras.layers.Layer):
         return ops.logical_and(coins, first)
 
     def call(self, target_in_ids, initial_state, values=None, source_mask=None,
-             training=None, return_attention_scores=False):
+             training=None, return_attention_scores=False, values_mask=None):
+        if source_mask is None:
+            # Keras fills `values_mask` with the mask that travels on `values`
+            # (LSTMEncoder's outputs carry one): padding is never attended.
+            source_mask = values_mask
         target_in_ids = ops.cast(target_in_ids, "int32")
         memory = self.prepare_memory(initial_state, values, source_mask)
         batch_size = ops.shape(target_in_ids)[0]
@@ -299,11 +306,11 @@ class GRUDecoder(keras.layers.Layer):
         return logits
 
     def compute_output_shape(self, target_in_ids_shape, initial_state_shape=None,
-                             values_shape=None, source_mask_shape=None):
+                             values_shape=None, source_mask_shape=None, values_mask_shape=None):
         return tuple(target_in_ids_shape[:2]) + (self.vocab_size,)
 
     def compute_output_spec(self, target_in_ids, initial_state, values=None, source_mask=None,
-                            training=None, return_attention_scores=False):
+                            training=None, return_attention_scores=False, values_mask=None):
         shape = tuple(target_in_ids.shape[:2])
         logits = keras.KerasTensor(shape + (self.vocab_size,), dtype=self.output_dense.compute_dtype)
         if return_attention_scores:

@@ -35,6 +35,7 @@ class LuongAttention(keras.layers.Layer):
         values: `(batch_size, source_length, value_dim)`; for "dot" the
             value_dim must equal query_dim.
         mask: optional bool `(batch_size, source_length)`, True = real token.
+            Without it, the Keras mask carried by `values` is used.
         keys: optional result of `precompute_keys(values)`.
 
     Returns:
@@ -62,7 +63,8 @@ class LuongAttention(keras.layers.Layer):
         self.query_dense = None
         self.score_dense = None
 
-    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
+              values_mask_shape=None):
         query_dim, value_dim = query_shape[-1], values_shape[-1]
         if self.score_name == "dot" and query_dim != value_dim:
             raise ValueError(
@@ -104,14 +106,24 @@ class LuongAttention(keras.layers.Layer):
             return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
         return ops.einsum("bd,bsd->bs", query, keys)  # (batch_size, source_length)
 
-    def call(self, query, values, mask=None, keys=None):
+    def call(self, query, values, mask=None, keys=None, values_mask=None):
+        if mask is None:
+            # Keras fills `values_mask` with the mask that travels on `values`
+            # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
+            mask = values_mask
         if keys is None:
             keys = self.precompute_keys(values)
         weights = ops.cast(masked_softmax(self.score(query, keys), mask), values.dtype)
         context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
         return context, weights
 
-    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None):
+    def compute_mask(self, *args, **kwargs):
+        # The source mask is consumed here (context and weights are per
+        # query, not per source position): nothing to pass on, no warning.
+        return None
+
+    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
+                             values_mask_shape=None):
         return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
 
     def get_config(self):

@@ -44,7 +44,10 @@ class TransformerDecoderBlock(keras.layers.Layer):
 
     Call arguments:
         x: target embeddings `(batch_size, target_length, d_model)`.
-        context: encoder outputs `(batch_size, source_length, d_model)`.
+        context: encoder outputs `(batch_size, source_length, d_model)`, or
+            `None` for a decoder-only block (a language model): the first call
+            decides, and a block built without `context` has no cross-attention
+            weights.
         target_padding_mask: optional boolean `(batch_size, target_length)`,
             True on real target tokens; defaults to `x`'s Keras mask.
         source_padding_mask: optional boolean `(batch_size, source_length)`,
@@ -102,16 +105,34 @@ class TransformerDecoderBlock(keras.layers.Layer):
         )
         self.feed_forward = FeedForward(dff=dff, name="feed_forward", **common)
 
-    def build(self, x_shape, context_shape):
+    def build(self, x_shape, context_shape=None):
         self.causal_self_attention.build(x_shape)
-        self.cross_attention.build(x_shape, context_shape)
+        # Decoder-only (no encoder): the cross-attention sublayer stays unbuilt
+        # and has no weights, as in keras_hub.layers.TransformerDecoder.
+        self.decoder_only = context_shape is None
+        if not self.decoder_only:
+            self.cross_attention.build(x_shape, context_shape)
         self.feed_forward.build(x_shape)
         self.built = True
+
+    def _check_context(self, context, where):
+        if context is None and not getattr(self, "decoder_only", True):
+            raise ValueError(
+                f"TransformerDecoderBlock '{self.name}' was built with cross-attention "
+                f"(an encoder's `context`) but {where} got none. Pass the encoder "
+                "outputs, or use a block built without `context` (decoder-only)."
+            )
+        if context is not None and getattr(self, "decoder_only", False):
+            raise ValueError(
+                f"TransformerDecoderBlock '{self.name}' was built decoder-only (first "
+                f"called without `context`), so it has no cross-attention weights, but "
+                f"{where} got a `context`. Build a new block for encoder-decoder use."
+            )
 
     def call(
         self,
         x,
-        context,
+        context=None,
         target_padding_mask=None,
         source_padding_mask=None,
         return_attention_scores=False,
@@ -125,17 +146,26 @@ class TransformerDecoderBlock(keras.layers.Layer):
         source_padding_mask = (
             context_mask if source_padding_mask is None else source_padding_mask
         )
+        self._check_context(context, "call()")
         x = self.causal_self_attention(
             x, padding_mask=target_padding_mask, training=training
         )
-        x, scores = self.cross_attention(
-            x,
-            context,
-            context_mask=source_padding_mask,
-            return_attention_scores=True,
-            training=training,
-            padding_mask=target_padding_mask,
-        )
+        if context is None:
+            if return_attention_scores:
+                raise ValueError(
+                    "return_attention_scores=True returns cross-attention weights; a "
+                    "decoder-only block (no `context`) has none."
+                )
+            scores = None
+        else:
+            x, scores = self.cross_attention(
+                x,
+                context,
+                context_mask=source_padding_mask,
+                return_attention_scores=True,
+                training=training,
+                padding_mask=target_padding_mask,
+            )
         x = self.feed_forward(x, padding_mask=target_padding_mask, training=training)
         return (x, scores) if return_attention_scores else x
 
@@ -147,6 +177,11 @@ class TransformerDecoderBlock(keras.layers.Layer):
     def compute_cross_cache(self, context):
         """Projects the encoder outputs once: `(cross_key, cross_value)`, each
         `(batch_size, source_length, num_heads, key_dim)`. The block must be built."""
+        if getattr(self, "decoder_only", False):
+            raise ValueError(
+                f"TransformerDecoderBlock '{self.name}' is decoder-only (built without "
+                "`context`): it has no cross-attention to cache."
+            )
         return self.cross_attention.compute_cache(context)
 
     def call_step(
@@ -154,8 +189,8 @@ class TransformerDecoderBlock(keras.layers.Layer):
         x_step,
         step_index,
         self_cache,
-        cross_key,
-        cross_value,
+        cross_key=None,
+        cross_value=None,
         source_padding_mask=None,
         training=False,
     ):
@@ -168,7 +203,8 @@ class TransformerDecoderBlock(keras.layers.Layer):
             self_cache: `(key_cache, value_cache)`, each
                 `(batch_size, max_length, num_heads, key_dim)`; positions
                 `< step_index` must already be filled.
-            cross_key: `(batch_size, source_length, num_heads, key_dim)`.
+            cross_key: `(batch_size, source_length, num_heads, key_dim)`
+                (`None` for a decoder-only block).
             cross_value: `(batch_size, source_length, num_heads, key_dim)`.
             source_padding_mask: optional boolean `(batch_size, source_length)`.
             training: Python bool (dropout); False for decoding.
@@ -176,11 +212,14 @@ class TransformerDecoderBlock(keras.layers.Layer):
         Returns:
             `(outputs, new_self_cache, cross_attention_scores)`:
             `(batch_size, 1, d_model)`, the updated cache, and
-            `(batch_size, num_heads, 1, source_length)`.
+            `(batch_size, num_heads, 1, source_length)` (`None` decoder-only).
         """
+        self._check_context(cross_key, "call_step()")
         x, self_cache = self.causal_self_attention.call_step(
             x_step, step_index, self_cache, training=training
         )
+        if cross_key is None:  # decoder-only
+            return self.feed_forward(x, training=training), self_cache, None
         x, scores = self.cross_attention.call_step(
             x,
             cross_key,

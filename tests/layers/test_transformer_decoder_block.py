@@ -247,3 +247,67 @@ def test_no_nan_under_mixed_float16():
         assert np.isfinite(keras.ops.convert_to_numpy(step)).all()
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+# ------------------------------------------------------------- decoder-only
+def test_decoder_only_matches_keras_hub_without_encoder():
+    x, _, target_mask, _ = _inputs(np.random.default_rng(2))
+    block = _block(layer_norm_epsilon=1e-6)
+    outputs = block(x, target_padding_mask=target_mask)
+    assert not block.cross_attention.built and not block.cross_attention.weights
+
+    reference = keras_hub.layers.TransformerDecoder(
+        intermediate_dim=DFF, num_heads=NUM_HEADS, layer_norm_epsilon=1e-6
+    )
+    reference(x)
+    pairs = [
+        (block.causal_self_attention.attention, reference._self_attention_layer),
+        (block.causal_self_attention.layer_norm, reference._self_attention_layer_norm),
+        (block.feed_forward.intermediate_dense, reference._feedforward_intermediate_dense),
+        (block.feed_forward.output_dense, reference._feedforward_output_dense),
+        (block.feed_forward.layer_norm, reference._feedforward_layer_norm),
+    ]
+    for ours, theirs in pairs:
+        theirs.set_weights(ours.get_weights())
+    expected = reference(x, decoder_padding_mask=target_mask)
+    np.testing.assert_allclose(outputs, expected, atol=1e-5)
+
+
+def test_decoder_only_language_model_generates_through_its_cache(tmp_path):
+    vocab_size, length = 11, 6
+    embedding = PositionalEmbedding(vocab_size, D_MODEL, max_length=length)
+    block = _block()
+    head = keras.layers.Dense(vocab_size)
+    ids = keras.Input((None,), dtype="int32")
+    model = keras.Model(ids, head(block(embedding(ids))))
+    tokens = np.array([[1, 4, 9, 3, 7, 2]], "int32")
+    full = np.asarray(model(tokens))
+
+    cache = block.init_self_cache(1, length)
+    steps = []
+    for t in range(length):
+        x = embedding(tokens[:, t : t + 1], start_index=t)
+        out, cache, scores = block.call_step(x, t, cache)
+        assert scores is None
+        steps.append(np.asarray(head(out)))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
+
+    path = tmp_path / "lm.keras"
+    model.save(path)
+    np.testing.assert_allclose(keras.models.load_model(path)(tokens), full, atol=1e-6)
+
+
+def test_decoder_only_and_encoder_decoder_uses_are_not_mixed():
+    x, context, _, _ = _inputs(np.random.default_rng(3))
+    decoder_only = _block()
+    decoder_only(x)
+    with pytest.raises(ValueError, match="built decoder-only"):
+        decoder_only(x, context)
+    with pytest.raises(ValueError, match="no cross-attention to cache"):
+        decoder_only.compute_cross_cache(context)
+    with pytest.raises(ValueError, match="decoder-only block"):
+        decoder_only(x, return_attention_scores=True)
+    with_encoder = _block()
+    with_encoder(x, context)
+    with pytest.raises(ValueError, match="was built with cross-attention"):
+        with_encoder(x)
