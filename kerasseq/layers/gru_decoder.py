@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
 from kerasseq.layers._validation import check_positive_int, check_rate
 from kerasseq.layers.bahdanau_attention import BahdanauAttention
 from kerasseq.layers.luong_attention import LuongAttention
@@ -151,8 +152,10 @@ class GRUDecoder(keras.layers.Layer):
         )
         dtype = self.dtype_policy
         self.attention = make_attention(attention, self.attention_units or units, dtype)
-        if isinstance(embedding, dict):
-            embedding = keras.saving.deserialize_keras_object(embedding)
+        # An embedding passed in (shared with another layer) is written into
+        # the config, so a `.keras` file loads it shared again.
+        self.shares_embedding = embedding is not None
+        embedding = deserialize_shared_layer(embedding)
         self.embedding = embedding or keras.layers.Embedding(
             vocab_size, embedding_dim, dtype=dtype, name="embedding"
         )
@@ -329,7 +332,9 @@ class GRUDecoder(keras.layers.Layer):
                 else keras.saving.serialize_keras_object(self.attention)
             ),
             dropout=self.dropout,
-            embedding=None,
+            embedding=(
+                serialize_shared_layer(self.embedding) if self.shares_embedding else None
+            ),
             sampling_probability=(
                 self.initial_sampling_probability if sampling is None
                 else float(ops.convert_to_numpy(sampling))

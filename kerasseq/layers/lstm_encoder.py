@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
 from kerasseq.layers._validation import check_positive_int, check_rate
 
 
@@ -75,8 +76,10 @@ class LSTMEncoder(keras.layers.Layer):
         self.num_layers = check_positive_int("num_layers", num_layers)
         self.dropout = check_rate("dropout", dropout)
         self.bidirectional = bool(bidirectional)
-        if isinstance(embedding, dict):
-            embedding = keras.saving.deserialize_keras_object(embedding)
+        # An embedding passed in (shared with another layer) is written into
+        # the config, so a `.keras` file loads it shared again.
+        self.shares_embedding = embedding is not None
+        embedding = deserialize_shared_layer(embedding)
         self.embedding = embedding or keras.layers.Embedding(
             vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
         )
@@ -141,6 +144,8 @@ class LSTMEncoder(keras.layers.Layer):
             bidirectional=self.bidirectional,
             num_layers=self.num_layers,
             dropout=self.dropout,
-            embedding=None,
+            embedding=(
+                serialize_shared_layer(self.embedding) if self.shares_embedding else None
+            ),
         )
         return config

@@ -13,6 +13,7 @@ text reaches it by one path, `kerasseq.Translator` (which `translate` and
 """
 
 import numbers
+import weakref
 
 import keras
 import tensorflow as tf
@@ -96,6 +97,65 @@ class Seq2SeqModel(keras.Model):
     def target_tokenizer(self):
         """The `TextTokenizer` of the target side, or `None` (ids only)."""
         return self.__dict__.get("_untracked_target_tokenizer")
+
+    # ------------------------------------------------------------- cloning
+    # `keras.models.clone_model` runs a functional model's graph on new inputs
+    # with cloned layers, then calls `type(model)(inputs, outputs, name=...)`
+    # when the constructor looks functional (it takes `*args` and `**kwargs`),
+    # and builds a plain `Functional` otherwise: the class, `translate`, the
+    # tokenizers and the decoding contract would be lost. kerasseq's
+    # constructors take `*args`, so Keras calls them; the outputs of the graph
+    # run are marked with the model they came from, and the constructor
+    # rebuilds that model from its config (class, settings, tokenizers), then
+    # takes the weights of the layers `clone_model` made: fresh ones by
+    # default, as Keras documents, or whatever a `clone_function` gave them.
+
+    def _run_through_graph(self, inputs, *args, **kwargs):
+        outputs = super()._run_through_graph(inputs, *args, **kwargs)
+        for tensor in keras.tree.flatten(outputs):
+            if isinstance(tensor, keras.KerasTensor):
+                tensor._kerasseq_graph_of = weakref.ref(self)
+        return outputs
+
+    def _init_as_clone(self, positional, kwargs):
+        """Build `self` as a clone when called as `cls(inputs, outputs, name=...)`.
+
+        Returns:
+            False when the arguments are ordinary constructor arguments (the
+            caller goes on), True when `self` was built as a clone.
+
+        Raises:
+            TypeError: stray positional arguments, or (inputs, outputs) tensors
+                that do not come from a kerasseq model's graph.
+        """
+        if len(positional) > 2:
+            raise TypeError(
+                f"{type(self).__name__}() takes its settings as keyword arguments after "
+                f"the vocabulary sizes. Received {len(positional) - 2} extra positional "
+                f"argument(s): {positional[2:]!r}"
+            )
+        inputs, outputs = positional[0], positional[1]
+        flat_inputs = keras.tree.flatten(inputs) if isinstance(inputs, (list, tuple, dict)) else [inputs]
+        if not any(isinstance(x, keras.KerasTensor) for x in flat_inputs + [outputs]):
+            return False
+        reference = getattr(outputs, "_kerasseq_graph_of", None)
+        source = reference() if reference is not None else None
+        if not isinstance(source, type(self)):
+            raise TypeError(
+                f"{type(self).__name__} is built from its settings (vocabulary sizes, "
+                "sizes, tokenizers), not from (inputs, outputs) tensors; only "
+                "keras.models.clone_model(model) may call it that way. Build a model "
+                "from tensors with keras.Model(inputs, outputs)."
+            )
+        config = source.get_config()
+        if kwargs.get("name"):
+            config["name"] = kwargs["name"]
+        type(self).__init__(self, **config)
+        cloned = keras.Model(inputs, outputs)  # the layers clone_model made
+        for layer in cloned.layers:
+            if layer.weights:
+                self.get_layer(layer.name).set_weights(layer.get_weights())
+        return True
 
     # ------------------------------------------------------------ training
     def fit(self, x=None, y=None, *args, **kwargs):

@@ -70,8 +70,13 @@ class RNNSeq2Seq(Seq2SeqModel):
         max_target_length=64,
         source_tokenizer=None,
         target_tokenizer=None,
+        *args,
         **kwargs,
     ):
+        # `*args`: keras.models.clone_model calls cls(inputs, outputs, name=...)
+        # (see Seq2SeqModel._init_as_clone).
+        if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
+            return
         source_tokenizer = deserialize_tokenizer(source_tokenizer)
         target_tokenizer = deserialize_tokenizer(target_tokenizer)
         check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)

@@ -181,8 +181,13 @@ class TransformerSeq2Seq(Seq2SeqModel):
         layer_norm_epsilon=1e-5,
         source_tokenizer=None,
         target_tokenizer=None,
+        *args,
         **kwargs,
     ):
+        # `*args`: keras.models.clone_model calls cls(inputs, outputs, name=...)
+        # (see Seq2SeqModel._init_as_clone).
+        if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
+            return
         source_tokenizer = deserialize_tokenizer(source_tokenizer)
         target_tokenizer = deserialize_tokenizer(target_tokenizer)
         _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,

@@ -1,7 +1,8 @@
+import keras
 import numpy as np
 import pytest
 
-from kerasseq.layers import LSTMEncoder
+from kerasseq.layers import GRUDecoder, LSTMEncoder
 from tests.helpers import check_layer
 
 
@@ -146,3 +147,32 @@ def test_mixed_float16_layer_policy_matches_float32():
         assert output.dtype == "float16" and np.all(np.isfinite(np.asarray(output)))
         np.testing.assert_allclose(np.asarray(output, "float32"), reference_output, atol=1e-2)
     assert np.all(np.asarray(outputs[0])[0, 3:] == 0)  # padding stays zero
+
+
+def test_embedding_shared_with_a_decoder_survives_keras_save_and_load(tmp_path):
+    # The documented `embedding=` argument: one matrix for encoder and decoder.
+    keras.utils.set_random_seed(0)
+    shared = keras.layers.Embedding(12, 4, name="shared_embedding")
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=4, units=5, embedding=shared)
+    decoder = GRUDecoder(vocab_size=12, embedding_dim=4, units=5, attention="bahdanau",
+                         embedding=shared)
+    outputs, state = encoder(source)
+    logits = decoder(target, keras.layers.Dense(5)(state), outputs)
+    model = keras.Model([source, target], logits)
+    assert sum("embeddings" in w.path for w in model.weights) == 1
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    inputs = [np.array([[3, 5, 7, 0]]), np.array([[2, 4, 6]])]
+    model.fit(inputs, np.array([[4, 6, 3]]), epochs=1, verbose=0)  # weights not at init
+
+    path = tmp_path / "shared.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    np.testing.assert_allclose(loaded(inputs), model(inputs), atol=1e-6)
+    encoder_layer = next(l for l in loaded.layers if isinstance(l, LSTMEncoder))
+    decoder_layer = next(l for l in loaded.layers if isinstance(l, GRUDecoder))
+    assert encoder_layer.embedding is decoder_layer.embedding  # still one matrix
+    assert sum("embeddings" in w.path for w in loaded.weights) == 1
+    # A layer with its own embedding keeps `embedding=None` in its config.
+    assert LSTMEncoder(vocab_size=12, embedding_dim=4, units=5).get_config()["embedding"] is None

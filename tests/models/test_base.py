@@ -88,3 +88,73 @@ def test_mixed_precision_generate_is_finite():
     for model in models:
         _, scores, _ = model.generate(SOURCE, method="beam", num_beams=2, max_length=4)
         assert np.all(np.isfinite(np.asarray(scores)))
+
+
+# ------------------------------------------------------------ clone_model
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_clone_model_keeps_the_class_the_tokenizers_and_the_contract(kind):
+    entries, _, source_tokenizer, target_tokenizer = tiny_g2p()
+    kwargs = {"share_embeddings": True} if kind == "transformer" else {}
+    if kind == "transformer":  # one vocabulary for both sides
+        kwargs.update(source_vocab_size=40, target_vocab_size=40)
+    else:
+        kwargs.update(source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
+    model = BUILDERS[kind](**kwargs)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    clone = keras.models.clone_model(model)
+
+    assert type(clone) is type(model) and clone is not model
+    assert clone.get_config() == model.get_config()
+    assert clone.compiled  # Keras compiles the clone like the original
+    assert [w.shape for w in clone.weights] == [w.shape for w in model.weights]
+    # Fresh weights, as Keras documents: no variable is shared with the original.
+    assert not {id(w) for w in clone.weights} & {id(w) for w in model.weights}
+    kernels = [w for w in model.weights if "kernel" in w.path or "embeddings" in w.path]
+    assert kernels and all(
+        not np.array_equal(np.asarray(a), np.asarray(b))
+        for a, b in zip(kernels, [w for w in clone.weights if "kernel" in w.path
+                                  or "embeddings" in w.path], strict=True)
+    )
+    # Same weights → same logits, same decoding (the contract came along).
+    clone.set_weights(model.get_weights())
+    source = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0]], "int32")
+    target = np.array([[2, 5, 6], [2, 7, 0]], "int32")
+    np.testing.assert_allclose(clone([source, target]), model([source, target]), atol=1e-6)
+    for method in ("greedy", "beam"):
+        np.testing.assert_array_equal(
+            clone.generate(source, method=method, max_length=5)[0],
+            model.generate(source, method=method, max_length=5)[0],
+        )
+    if kind == "rnn":
+        words = [word for word, _ in entries[:3]]
+        assert clone.source_tokenizer.get_vocabulary() == model.source_tokenizer.get_vocabulary()
+        assert clone.translate(words, num_beams=2) == model.translate(words, num_beams=2)
+
+
+def test_clone_model_applies_a_clone_function():
+    model = BUILDERS["rnn"](source_vocab_size=SOURCE_VOCAB_SIZE, target_vocab_size=11)
+
+    def copy_weights(layer):  # Keras' documented way of cloning with the weights
+        new_layer = layer.__class__.from_config(layer.get_config())
+        if getattr(layer, "weights", None):
+            new_layer.build_from_config(layer.get_build_config())
+            new_layer.set_weights(layer.get_weights())
+        return new_layer
+
+    clone = keras.models.clone_model(model, clone_function=copy_weights)
+    assert type(clone) is type(model)
+    for a, b in zip(clone.weights, model.weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_model_class_called_with_tensors_is_refused(kind):
+    model_class = type(BUILDERS[kind](source_vocab_size=SOURCE_VOCAB_SIZE, target_vocab_size=11))
+    inputs = keras.Input((None,), dtype="int32")
+    outputs = keras.layers.Embedding(12, 4)(inputs)
+    with pytest.raises(TypeError, match="only keras.models.clone_model"):
+        model_class(inputs, outputs)
+    with pytest.raises(TypeError, match="extra positional"):
+        model_class(12, 11, 8, 8, 8, "bahdanau", None, True, 1, 0.0, False, 0.0, 64, None,
+                    None, "extra") if kind == "rnn" else model_class(
+            12, 11, 1, 16, 4, 32, 0.1, 16, False, False, False, 1e-5, None, None, "extra")
