@@ -170,8 +170,8 @@ def test_embedding_shared_with_a_decoder_survives_keras_save_and_load(tmp_path):
     model.save(path)
     loaded = keras.models.load_model(path)
     np.testing.assert_allclose(loaded(inputs), model(inputs), atol=1e-6)
-    encoder_layer = next(l for l in loaded.layers if isinstance(l, LSTMEncoder))
-    decoder_layer = next(l for l in loaded.layers if isinstance(l, GRUDecoder))
+    encoder_layer = next(x for x in loaded.layers if isinstance(x, LSTMEncoder))
+    decoder_layer = next(x for x in loaded.layers if isinstance(x, GRUDecoder))
     assert encoder_layer.embedding is decoder_layer.embedding  # still one matrix
     assert sum("embeddings" in w.path for w in loaded.weights) == 1
     # A layer with its own embedding keeps `embedding=None` in its config.
