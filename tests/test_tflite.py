@@ -1,0 +1,91 @@
+"""TFLite: both models convert, and greedy search over the interpreter gives
+the tokens of `model.generate(method="greedy")` on a batch of words."""
+
+import os
+
+import numpy as np
+import pytest
+
+from kerasseq.models import build_transformer_seq2seq
+from kerasseq.tflite import TFLiteGreedyDecoder, convert_to_tflite, export_tflite
+from tests.models.g2p_fixture import tiny_g2p, trained_tiny_g2p_rnn
+
+pytest.importorskip("ai_edge_litert", reason="pip install -e '.[tflite]' (ai-edge-litert)")
+
+MAX_LENGTH = 10
+
+
+@pytest.fixture(scope="module")
+def rnn():
+    model, words, _ = trained_tiny_g2p_rnn(seed=0, epochs=3)
+    return model, words
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    _, _, source, target = tiny_g2p()
+    model = build_transformer_seq2seq(num_layers=2, d_model=16, num_heads=2, dff=32,
+                                      max_length=12, source_tokenizer=source,
+                                      target_tokenizer=target)
+    return model
+
+
+def _ids(model, words):
+    return model.source_tokenizer.encode(words).to_tensor().numpy()
+
+
+def _assert_same_as_keras(model, words, decoder):
+    source_ids = _ids(model, words)
+    tokens, lengths = decoder.greedy(source_ids, MAX_LENGTH)
+    expected_tokens, _, expected_lengths = model.generate(source_ids, method="greedy",
+                                                          max_length=MAX_LENGTH)
+    np.testing.assert_array_equal(tokens, expected_tokens)
+    np.testing.assert_array_equal(lengths, expected_lengths)
+    return tokens
+
+
+def test_rnn_converts_and_greedy_equals_keras(rnn, tmp_path):
+    model, words = rnn
+    path = export_tflite(model, tmp_path / "g2p_rnn.tflite", batch_size=8, source_length=12,
+                         max_length=MAX_LENGTH)
+    assert sorted(os.listdir(tmp_path)) == ["g2p_rnn.tflite"]  # no temporary left behind
+    decoder = TFLiteGreedyDecoder(path)
+    assert (decoder.batch_size, decoder.source_length) == (8, 12)
+    tokens = _assert_same_as_keras(model, words[:8], decoder)
+    assert len({tuple(row) for row in tokens}) > 1  # a trained model: outputs differ by word
+    _assert_same_as_keras(model, words[8:11], decoder)  # fewer rows than the batch
+
+
+def test_transformer_converts_and_greedy_equals_keras(transformer):
+    _, pairs, _, _ = tiny_g2p()
+    words = [word for word, _ in pairs[:6]]
+    decoder = TFLiteGreedyDecoder(convert_to_tflite(transformer, batch_size=6,
+                                                    max_length=MAX_LENGTH))
+    assert decoder.source_length == transformer.max_length
+    _assert_same_as_keras(transformer, words, decoder)
+
+
+def test_dynamic_range_quantization_is_smaller_and_decodes(rnn):
+    model, words = rnn
+    full = convert_to_tflite(model, batch_size=4, source_length=12, max_length=MAX_LENGTH)
+    small = convert_to_tflite(model, batch_size=4, source_length=12, max_length=MAX_LENGTH,
+                              quantize="dynamic_range")
+    assert len(small) < 0.6 * len(full)
+    tokens, lengths = TFLiteGreedyDecoder(small).greedy(_ids(model, words[:4]), MAX_LENGTH)
+    assert tokens.shape == (4, MAX_LENGTH) and (tokens < model.target_vocab_size).all()
+
+
+def test_bad_input_is_refused(rnn, transformer):
+    model, words = rnn
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        convert_to_tflite(model, quantize="int4")
+    with pytest.raises(ValueError, match="batch_size must be"):
+        convert_to_tflite(model, batch_size=0)
+    with pytest.raises(ValueError, match=r"source_length must be <= the model's max_length \(12"):
+        convert_to_tflite(transformer, source_length=13)
+    decoder = TFLiteGreedyDecoder(convert_to_tflite(model, batch_size=2, source_length=4,
+                                                    max_length=MAX_LENGTH))
+    with pytest.raises(ValueError, match="at most 2 rows of 4 tokens"):
+        decoder.greedy(_ids(model, words[:3]), MAX_LENGTH)
+    with pytest.raises(ValueError, match=r"shape \(rows, length\)"):
+        decoder.greedy(np.array([1.5, 2.0]), MAX_LENGTH)
