@@ -184,6 +184,57 @@ def _read_rows(path):
     return fields, rows
 
 
+class HistoryCSVLogger(keras.callbacks.CSVLogger):
+    """`keras.callbacks.CSVLogger(path, append=True)` that keeps columns aligned.
+
+    Keras' logger appending to an existing file writes its rows with the
+    columns of the *current* run under the header of the *first* one: a
+    resumed run that logs other keys (a metric added, validation dropped)
+    shifts every value into the wrong column. This logger compares the
+    columns first; when they differ it rewrites the file under one header
+    holding the old columns and then the new ones (the old rows get "NA" in
+    the new columns, the new rows "NA" in the columns they do not log), and
+    appends from there. `read_history` reads "NA" as NaN.
+    """
+
+    def __init__(self, filename, separator=","):
+        super().__init__(filename, separator=separator, append=True)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.keys is None:
+            new = _csv_logger_keys(logs or {})
+            fields, rows = _read_rows(self.filename)
+            if fields:
+                old = [field for field in fields if field != "epoch"]
+                merged = old + [key for key in new if key not in old]
+                if merged != old:  # new columns: one header for old and new rows
+                    self._rewrite(["epoch", *merged], rows)
+                self.keys = merged  # in the file's order; "NA" for keys a row lacks
+        super().on_epoch_end(epoch, logs)
+
+    def _rewrite(self, fields, rows):
+        def write(temporary):
+            with open(temporary, "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=fields, restval="NA",
+                                        delimiter=self.sep)
+                writer.writeheader()
+                writer.writerows(rows)
+
+        self.csv_file.close()  # opened by on_train_begin on the old file
+        replace_atomically(write, self.filename)
+        self.csv_file = open(self.filename, "a", newline="")  # noqa: SIM115 (closed by Keras)
+        self.append_header = False
+
+
+def _csv_logger_keys(logs):
+    """The columns `keras.callbacks.CSVLogger` writes for these logs (without
+    "epoch"): the sorted keys, plus `val_` ones when the logs have none."""
+    keys = sorted(logs)
+    if keys and not any(key.startswith("val_") for key in keys):
+        keys += [f"val_{key}" for key in keys]
+    return keys
+
+
 def truncate_history(path, completed_epochs):
     """Keep only the rows of epochs `< completed_epochs` in a CSVLogger file.
 

@@ -58,6 +58,7 @@ from kerasseq.training.callbacks import (
 from kerasseq.training.checkpoints import (
     AtomicBackupAndRestore,
     AtomicModelCheckpoint,
+    HistoryCSVLogger,
     best_value,
     read_history,
     truncate_history,
@@ -247,7 +248,7 @@ class TrainingRun:
                   if keep_checkpoints else [])
         return [
             StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
-            keras.callbacks.CSVLogger(self.history_path, append=True),
+            HistoryCSVLogger(self.history_path),
             AtomicModelCheckpoint(self.path("best.keras"), monitor="val_loss",
                                   save_best_only=True,
                                   initial_value_threshold=best_value(read_history(self.history_path))),

@@ -78,3 +78,42 @@ def test_training_run_in_python_resumes_continues_and_refuses_nan(tmp_path):
     with pytest.raises(ValueError, match="NaN or inf weights"):
         run.finish(model, {})
     assert open(run.model_path, "rb").read() == before
+
+
+def test_history_keeps_its_columns_when_a_resumed_run_logs_other_keys(tmp_path):
+    # Keras' CSVLogger(append=True) writes the new run's columns under the old
+    # header; HistoryCSVLogger rewrites the header to hold both instead.
+    import csv
+
+    import keras
+    import numpy as np
+
+    from kerasseq.training.checkpoints import HistoryCSVLogger
+
+    path = str(tmp_path / "history.csv")
+    x, y = np.ones((8, 3), "float32"), np.zeros((8, 1), "float32")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    first = model.fit(x, y, validation_data=(x, y), epochs=2, verbose=0,
+                      callbacks=[HistoryCSVLogger(path)])
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])  # a metric more,
+    second = model.fit(x, y, epochs=4, initial_epoch=2, verbose=0,  # no validation
+                       callbacks=[HistoryCSVLogger(path)])
+
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["epoch", "loss", "val_loss", "mae", "val_mae"]
+    assert all(len(row) == 5 for row in rows)
+    history = read_history(path)
+    assert history["epoch"] == [0, 1, 2, 3]
+    np.testing.assert_allclose(history["loss"], first.history["loss"] + second.history["loss"],
+                               rtol=1e-5)
+    np.testing.assert_allclose(history["val_loss"][:2], first.history["val_loss"], rtol=1e-5)
+    np.testing.assert_allclose(history["mae"][2:], second.history["mae"], rtol=1e-5)
+    assert np.isnan(history["mae"][:2]).all() and np.isnan(history["val_loss"][2:]).all()
+
+    # The same keys again: plain appending, header unchanged.
+    model.fit(x, y, epochs=5, initial_epoch=4, verbose=0, callbacks=[HistoryCSVLogger(path)])
+    assert read_history(path)["epoch"] == [0, 1, 2, 3, 4]
+    with open(path, newline="") as handle:
+        assert next(csv.reader(handle)) == rows[0]
