@@ -200,6 +200,11 @@ def make_parser():
                               "local GPUs) or multi_worker (one process per worker, cluster from "
                               "TF_CONFIG; run the same command on every worker; see "
                               "docs/distributed.md)")
+    train_parser.add_argument("--collective-timeout", type=_finite_float(0.0, open_minimum=True),
+                              default=600.0, metavar="SECONDS",
+                              help="multi_worker: end the run with an error when an all-reduce "
+                              "waits longer than this for the other workers (default 600; a "
+                              "worker process that dies is noticed sooner, by its heartbeats)")
     train_parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                               help="do not write TensorBoard logs to OUTPUT_DIR/tensorboard")
     train_parser.add_argument("--tensorboard-sources", type=_non_negative_int, default=200,

@@ -271,12 +271,13 @@ def train(args):
         TrainingRun,
     )
     from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
-    from kerasseq.training.trainer import sharded_dataset_fn
+    from kerasseq.training.trainer import WorkerLostError, sharded_dataset_fn
 
     strategy_name = getattr(args, "strategy", "default")
     try:
         # First: MultiWorkerMirroredStrategy must exist before TensorFlow runs anything.
-        strategy = get_strategy(strategy_name)
+        strategy = get_strategy(strategy_name, collective_timeout=(
+            getattr(args, "collective_timeout", None) if strategy_name == "multi_worker" else None))
     except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
         raise CLIError(str(error)) from None
     multi_worker = strategy_name == "multi_worker"
@@ -288,7 +289,7 @@ def train(args):
         run = TrainingRun(args.output_dir, overwrite=getattr(args, "overwrite", False),
                           strategy=strategy)
         status = run.status(args.epochs)
-    except ValueError as error:
+    except (ValueError, WorkerLostError) as error:
         raise CLIError(str(error)) from None
     if status == "complete":
         print(f"{args.output_dir}: the run is complete ({run.completed_epochs()} epochs); nothing "
@@ -335,7 +336,7 @@ def train(args):
         history = run.fit(model, train_data, dev_data, epochs=args.epochs,
                           verbose=args.verbose, callbacks=extra,
                           keep_checkpoints=getattr(args, "keep_checkpoints", None) or 0)
-    except NonFiniteLossError as error:
+    except (NonFiniteLossError, WorkerLostError) as error:
         raise CLIError(str(error)) from None
     summary = {"train_seconds": round(time.time() - started, 1), "epochs": args.epochs,
                "initial_epoch": completed_epochs, "epochs_run": len(history.epoch),

@@ -31,6 +31,7 @@ import sys
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +137,7 @@ def _run_script(source, namespace, name, page, line, expected):
 
 
 PAGES = sorted(DOCS.rglob("*.md"))
+DEFAULT_PRINT_OPTIONS = np.get_printoptions()  # at import: NumPy's defaults
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
@@ -153,12 +155,19 @@ def test_docs_page_code_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # files a page writes land in a temporary directory
     monkeypatch.setenv("MPLBACKEND", "Agg")
     namespace = {"__name__": "__docs__"}
-    for number, (source, line, expected) in enumerate(blocks, start=1):
-        name = f"{page.relative_to(ROOT)}, python block {number} (line {line})"
-        if _is_doctest(source):
-            _run_doctest(source, namespace, name, page, line)
-        else:
-            _run_script(source, namespace, name, page, line, expected)
+    # Every page starts from NumPy's default print options, as a reader's
+    # fresh Python does, whatever an earlier page in this process set.
+    print_options = np.get_printoptions()
+    np.set_printoptions(**DEFAULT_PRINT_OPTIONS)
+    try:
+        for number, (source, line, expected) in enumerate(blocks, start=1):
+            name = f"{page.relative_to(ROOT)}, python block {number} (line {line})"
+            if _is_doctest(source):
+                _run_doctest(source, namespace, name, page, line)
+            else:
+                _run_script(source, namespace, name, page, line, expected)
+    finally:
+        np.set_printoptions(**print_options)
 
 
 def test_output_comparison_rules():

@@ -47,7 +47,7 @@ from kerasseq._validation import check_positive_int
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
 
-def get_strategy(name="auto", devices=None):
+def get_strategy(name="auto", devices=None, collective_timeout=None):
     """Return a `tf.distribute.Strategy` by name.
 
     Args:
@@ -61,6 +61,13 @@ def get_strategy(name="auto", devices=None):
               than one GPU is visible, "default" otherwise.
         devices: optional list of device names for "mirrored"/"auto", e.g.
             `["/cpu:0", "/cpu:1"]` or `["/gpu:0", "/gpu:1"]`.
+        collective_timeout: "multi_worker" only: seconds a collective
+            (all-reduce) may wait for the other workers before it fails with
+            `DeadlineExceededError` (which `DistributedTrainer.fit` reports as
+            `WorkerLostError`); None waits as long as TensorFlow's own peer
+            checks allow. A dead worker process is noticed anyway (it stops
+            sending heartbeats); the timeout also ends a wait on a worker
+            that is alive but stuck.
 
     Returns:
         A `tf.distribute.Strategy`; use `with strategy.scope():` around model
@@ -84,9 +91,17 @@ def get_strategy(name="auto", devices=None):
         name = "mirrored" if several else "default"
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=devices)
+    if collective_timeout is not None and (
+        isinstance(collective_timeout, bool) or not isinstance(collective_timeout, (int, float))
+        or not collective_timeout > 0
+    ):
+        raise ValueError("collective_timeout must be a number of seconds > 0 or None. "
+                         f"Received: collective_timeout={collective_timeout!r}")
     if name == "multi_worker":
         read_tf_config()  # a clear error for a missing or malformed TF_CONFIG
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=None if collective_timeout is None else float(collective_timeout))
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     return tf.distribute.get_strategy()
 
 

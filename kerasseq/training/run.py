@@ -49,7 +49,11 @@ import shutil
 import keras
 
 from kerasseq._files import save_model_atomically, write_text_atomically
-from kerasseq.training.averaging import KeepLastCheckpoints, epoch_checkpoints
+from kerasseq.training.averaging import (
+    CHECKPOINT_PATTERN,
+    KeepLastCheckpoints,
+    epoch_checkpoints,
+)
 from kerasseq.training.callbacks import (
     NonFiniteLossError,
     StopOnNonFiniteLoss,
@@ -243,19 +247,45 @@ class TrainingRun:
         completed = self.completed_epochs()
         if not self.is_chief:  # writes nothing of the run's: its own backup only
             return [StopOnNonFiniteLoss(), self.backup, *extra]
-        truncate_history(self.history_path, completed)
+        best_so_far = self.discard_epochs_from(completed)
         epochs = ([KeepLastCheckpoints(self.path(CHECKPOINTS_DIR), keep=keep_checkpoints)]
                   if keep_checkpoints else [])
         return [
             StopOnNonFiniteLoss(),  # first: a NaN epoch never reaches the ones below
             HistoryCSVLogger(self.history_path),
             AtomicModelCheckpoint(self.path("best.keras"), monitor="val_loss",
-                                  save_best_only=True,
-                                  initial_value_threshold=best_value(read_history(self.history_path))),
+                                  save_best_only=True, initial_value_threshold=best_so_far),
             *epochs,  # before the backup: a recorded epoch always has its checkpoint
             self.backup,  # after the loggers: a recorded epoch always has its history row
             *extra,
         ]
+
+    def discard_epochs_from(self, completed):
+        """Remove what the chief wrote for epochs `>= completed` (they run again).
+
+        A process killed after an epoch's files were written but before its
+        backup, or a multi-worker rollback (the workers agree on the last
+        epoch *all* of them backed up, which may be one before the chief's),
+        leaves files of epochs that the resumed `fit` runs again: their
+        `history.csv` rows, their `checkpoints/epoch_XXX.keras` (kept, they
+        would be refused by `KeepLastCheckpoints` or averaged as the newest)
+        and a `best.keras` they wrote. All three go.
+
+        Returns:
+            The best `val_loss` of the kept epochs while `best.keras` holds
+            one of them (the threshold of the next `best.keras`), else None.
+        """
+        best_before = best_value(read_history(self.history_path))
+        truncate_history(self.history_path, completed)
+        best_kept = best_value(read_history(self.history_path))
+        best_path = self.path("best.keras")
+        if best_before is not None and best_before != best_kept and os.path.exists(best_path):
+            os.remove(best_path)  # written by a discarded epoch: not this run's best
+        for path in self.epoch_checkpoints():
+            number = int(CHECKPOINT_PATTERN.fullmatch(os.path.basename(path)).group(1))
+            if number > completed:  # epoch_XXX.keras is epoch XXX - 1 (0-based)
+                os.remove(path)
+        return best_kept if os.path.exists(best_path) else None
 
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
             keep_checkpoints=0):

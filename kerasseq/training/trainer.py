@@ -42,6 +42,7 @@ epoch).
 import math
 
 import keras
+import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
 
@@ -101,6 +102,30 @@ def sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, global_batch_s
                             **dataset_args)
 
     return dataset_fn
+
+
+class WorkerLostError(RuntimeError):
+    """A collective failed because a worker died, hung or could not be reached."""
+
+
+# What TensorFlow raises from a collective whose peer is gone: Unavailable
+# (heartbeats stopped, "aborted by ... unhealthy"), DeadlineExceeded (the
+# strategy's collective timeout), Aborted / Cancelled (collectives aborted).
+_LOST_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+                     tf.errors.AbortedError, tf.errors.CancelledError)
+
+
+def _worker_lost(error, epoch):
+    """A `WorkerLostError` with the line of TensorFlow's message that says why."""
+    lines = [line.strip() for line in str(error.message or error).splitlines() if line.strip()]
+    hints = ("unhealthy", "abort", "timed out", "timeout", "deadline", "down", "unavailable")
+    reason = next((line for line in lines if any(hint in line.lower() for hint in hints)),
+                  lines[0] if lines else type(error).__name__)
+    where = "before training started" if epoch is None else f"in epoch {epoch}"
+    return WorkerLostError(
+        f"a worker was lost {where}: {reason} ({type(error).__name__}). The other workers "
+        "cannot go on without it. Restart the lost worker and rerun the same command on "
+        "every worker: they resume from the last epoch all of them backed up")
 
 
 class DistributedTrainer:
@@ -235,8 +260,17 @@ class DistributedTrainer:
             callbacks: list of `keras.callbacks.Callback`.
             verbose: "auto" (= 1), 0, 1 or 2, as in `fit`.
         """
-        model = self.model
         epochs = check_positive_int("epochs", epochs)
+        self._epoch = None
+        try:
+            return self._fit(x, epochs, verbose, callbacks, validation_data, initial_epoch,
+                             validation_freq)
+        except _LOST_PEER_ERRORS as error:
+            raise _worker_lost(error, self._epoch) from None
+
+    def _fit(self, x, epochs, verbose, callbacks, validation_data, initial_epoch,
+             validation_freq):
+        model = self.model
         verbose = 1 if verbose == "auto" else verbose
         train_data, local_steps = self._distribute(x)
         steps = self._agreed_steps(local_steps)
@@ -256,6 +290,7 @@ class DistributedTrainer:
         logs = {}
         training_logs = None
         for epoch in range(initial_epoch, epochs):
+            self._epoch = epoch
             model.reset_metrics()
             callbacks.on_epoch_begin(epoch)
             iterator = iter(train_data)
@@ -372,7 +407,10 @@ def max_over_workers(strategy, value):
             return strategy.experimental_local_results(gathered)[0]
 
         _GATHER_FUNCTIONS[id(strategy)] = function
-    return int(tf.reduce_max(function(tf.constant(value, tf.int64))))
+    try:
+        return int(tf.reduce_max(function(tf.constant(value, tf.int64))))
+    except _LOST_PEER_ERRORS as error:
+        raise _worker_lost(error, None) from None
 
 
 def min_over_workers(strategy, value):

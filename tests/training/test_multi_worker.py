@@ -183,12 +183,14 @@ print("REPORT " + json.dumps(report))
 
 
 def start_workers(command, count=2, homes=None):
-    """Start `count` worker processes running `command`, each with its TF_CONFIG
-    (and, with `homes`, its own working directory)."""
+    """Start `count` worker processes running `command` (or one command per
+    worker: a list of commands), each with its TF_CONFIG (and, with `homes`,
+    its own working directory)."""
+    commands = command if isinstance(command[0], list) else [command] * count
     processes = []
     for i, config in enumerate(local_tf_configs(count)):
         processes.append(subprocess.Popen(
-            command, env={**ENV, "TF_CONFIG": config}, cwd=None if homes is None else homes[i],
+            commands[i], env={**ENV, "TF_CONFIG": config}, cwd=None if homes is None else homes[i],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return processes
 
@@ -318,6 +320,46 @@ def test_cli_workers_kill_one_then_rerun_resumes(tmp_path):
     for code, out, err in finish(start_workers(train_command("run", 3), homes=homes)):
         assert code == 0, err[-3000:]
         assert "the run is complete (3 epochs)" in out
+
+
+def _wait_for_batch(process, text, seconds=180):
+    deadline, seen = time.time() + seconds, ""
+    while text not in seen:
+        assert time.time() < deadline, seen[-2000:]
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        seen += process.stderr.readline()
+
+
+@pytest.mark.parametrize("fault", ["killed", "stuck"])
+def test_cli_chief_ends_with_a_clear_error_when_a_worker_is_lost(tmp_path, fault):
+    # killed: worker 1 gets kill -9 in epoch 0 (TensorFlow notices the missing
+    # heartbeats). stuck: worker 1 is alive but sleeps 120 s after its first
+    # batch, so the chief's next all-reduce waits: --collective-timeout ends it.
+    run_dir = str(tmp_path / "run")
+    chief_command = train_command(run_dir, 2, "--slow-batches", "0.3",
+                                  "--collective-timeout", "8")
+    worker_command = train_command(str(tmp_path / "run1"), 2, "--collective-timeout", "8",
+                                   "--slow-batches", "0.3" if fault == "killed" else "120")
+    chief, worker = start_workers([chief_command, worker_command])
+    try:
+        _wait_for_batch(chief, "kerasseq-debug: epoch 0 batch 0 done")
+        if fault == "killed":
+            os.kill(worker.pid, signal.SIGKILL)
+        started = time.time()
+        _, err = chief.communicate(timeout=120)
+        waited = time.time() - started
+    finally:
+        for process in (chief, worker):
+            if process.poll() is None:
+                process.kill()
+    assert chief.returncode == 2, err[-3000:]
+    message = err.strip().splitlines()[-1]
+    assert message.startswith("kerasseq train: error: a worker was lost in epoch 0: "), err[-3000:]
+    assert "rerun the same command on every worker" in message
+    assert "Traceback" not in err
+    assert waited < 90
+    if fault == "stuck":
+        assert "DeadlineExceededError" in message, message
 
 
 @pytest.mark.parametrize("config, message", [

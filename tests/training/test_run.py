@@ -117,3 +117,32 @@ def test_history_keeps_its_columns_when_a_resumed_run_logs_other_keys(tmp_path):
     assert read_history(path)["epoch"] == [0, 1, 2, 3, 4]
     with open(path, newline="") as handle:
         assert next(csv.reader(handle)) == rows[0]
+
+
+@pytest.mark.parametrize("best_epoch, kept_best", [(2, None), (0, 0.5)])
+def test_files_of_epochs_that_run_again_are_discarded(tmp_path, best_epoch, kept_best):
+    # What a kill between an epoch's files and its backup leaves (or a
+    # multi-worker rollback to the epoch every worker backed up): the rows,
+    # the epoch checkpoint and perhaps best.keras of epoch 2, backed up up to 2.
+    from kerasseq.training import TrainingRun
+
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    losses = [0.5, 0.7, 0.6]
+    losses[best_epoch] = 0.5
+    if best_epoch != 0:
+        losses[0] = 0.8
+    rows = [f"{epoch},1.0,{loss}" for epoch, loss in enumerate(losses)]
+    (run_dir / "history.csv").write_text("epoch,loss,val_loss\n" + "\n".join(rows) + "\n")
+    for number in (1, 2, 3):
+        (run_dir / "checkpoints" / f"epoch_{number:03d}.keras").write_text("x")
+    (run_dir / "best.keras").write_text("x")
+    (run_dir / "notes.txt").write_text("x")
+
+    threshold = TrainingRun(run_dir).discard_epochs_from(2)
+
+    assert read_history(str(run_dir / "history.csv"))["epoch"] == [0, 1]
+    assert sorted(os.listdir(run_dir / "checkpoints")) == ["epoch_001.keras", "epoch_002.keras"]
+    assert (run_dir / "best.keras").exists() == (kept_best is not None)
+    assert threshold == kept_best
+    assert (run_dir / "notes.txt").exists()
