@@ -33,12 +33,15 @@ clean:
 # German-English sentence pairs of examples/german_to_english_ding.py, the
 # SWORD Bibles of examples/spanish_to_english_bible.py (Reina-Valera 1909 and
 # the World English Bible, read with mod2imp from libsword-utils) and a Bengali
-# font for the attention heatmaps of examples/english_to_bengali_numbers.py.
+# font for the attention heatmaps of examples/english_to_bengali_numbers.py
+# (the docs site serves the same font to its readers); chromium, the headless
+# browser of tests/test_docs_browser.py; graphviz, which keras.utils.plot_model
+# calls through pydot (the `plot` extra).
 # --no-install-recommends: without it libsword-utils brings about 200 packages.
 # Not a dependency of `make test`: without them the tests that need them are
 # skipped (with the reason) and Bengali labels are drawn with a warning.
 # .ci/run calls it.
-EXAMPLES_PACKAGES := dict-freedict-deu-eng fonts-lohit-beng-bengali libsword-utils sword-text-sparv sword-text-web
+EXAMPLES_PACKAGES := dict-freedict-deu-eng fonts-lohit-beng-bengali libsword-utils sword-text-sparv sword-text-web chromium graphviz
 .PHONY: examples-data
 examples-data:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
@@ -47,3 +50,29 @@ examples-data:
 	else \
 	  echo "examples-data: needs root and apt-get (Debian/Ubuntu); the examples that need it will be skipped"; \
 	fi
+
+# Browser assets of the docs site that no PyPI package ships: mermaid, which
+# draws the ```mermaid diagrams (docs/hooks/offline_assets.py copies it into the
+# site, so no page fetches it from a CDN). `npm pack` fetches the package's
+# tarball from the npm registry (checked against the registry's sha512; no
+# dependencies, no node_modules) and only dist/mermaid.min.js (3.5 MB) is kept,
+# under build/ (ignored by git). Best effort: without npm or the registry the
+# site is built without it and tests/test_docs_browser.py is skipped, saying so.
+# `make test` runs it; the stamp names the version, so a new one is fetched.
+MERMAID_VERSION := 11.17.2
+DOCS_ASSETS := build/docs-assets
+MERMAID_STAMP := $(DOCS_ASSETS)/mermaid/.version-$(MERMAID_VERSION)
+.PHONY: docs-assets
+docs-assets: $(MERMAID_STAMP)
+$(MERMAID_STAMP):
+	@tmp=$$(mktemp -d); \
+	if command -v npm >/dev/null 2>&1 \
+	  && (cd "$$tmp" && timeout 300 npm pack --silent --fetch-retries=1 mermaid@$(MERMAID_VERSION) >/dev/null) \
+	  && tar -xzf "$$tmp/mermaid-$(MERMAID_VERSION).tgz" -C "$$tmp" package/dist/mermaid.min.js; then \
+	  rm -rf $(@D) && mkdir -p $(@D) && mv "$$tmp/package/dist/mermaid.min.js" $(@D)/ && touch $@ \
+	    && echo "docs-assets: mermaid $(MERMAID_VERSION) in $(@D)"; \
+	else \
+	  echo "docs-assets: npm could not fetch mermaid@$(MERMAID_VERSION); the docs draw no diagram offline and tests/test_docs_browser.py will be skipped"; \
+	fi; \
+	rm -rf "$$tmp"
+test: docs-assets

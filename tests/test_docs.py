@@ -87,8 +87,11 @@ def _close(actual, expected):
     """Equal within 2 units of the last printed digit, or 0.1 % of the value."""
     actual, expected = actual.replace(",", ""), expected.replace(",", "")
     actual_value, expected_value = float(actual), float(expected)
-    decimals = len(expected.split(".")[1].split("e")[0].split("E")[0]) if "." in expected else 0
-    tolerance = max(2 * 10.0 ** -decimals, 1e-3 * abs(expected_value))
+    mantissa, _, exponent = expected.lower().partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    # The last printed digit is worth 10^(exponent - decimals): "2.18e-07" -> 1e-09.
+    last_digit = 10.0 ** (int(exponent or 0) - decimals)
+    tolerance = max(2 * last_digit, 1e-3 * abs(expected_value))
     return math.isclose(actual_value, expected_value, abs_tol=tolerance)
 
 
@@ -171,6 +174,10 @@ def test_docs_page_code_runs(page, tmp_path, monkeypatch):
 
 
 def test_output_comparison_rules():
+    # Scientific notation: the exponent scales the last digit.
+    assert outputs_match("2.19e-07", "2.18e-07")
+    assert not outputs_match("3.49e-07", "2.18e-07")
+    assert outputs_match("1.2e+03", "1.2e3") and not outputs_match("1.5e3", "1.2e3")
     assert outputs_match("i = 0.731\n", "i  =  0.731")
     assert outputs_match("[0.1 0.2]", "[ 0.1  0.2 ]".replace("[ ", "[").replace(" ]", "]"))
     assert outputs_match("0.3924", "0.3925")  # last printed digit may move

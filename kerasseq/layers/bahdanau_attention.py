@@ -15,7 +15,7 @@ class BahdanauAttention(keras.layers.Layer):
 
         e_{t,i} = v^T tanh(W_1 s_{t-1} + W_2 h_i)
         α_{t,i} = exp(e_{t,i}) / Σ_j exp(e_{t,j})         (over real positions)
-        c_t     = Σ_i α_{t,i} h_i
+        ctx_t   = Σ_i α_{t,i} h_i
 
     (Bahdanau, Cho & Bengio 2014, "Neural Machine Translation by Jointly
     Learning to Align and Translate".) `W_2 h_i` does not depend on t, so it is

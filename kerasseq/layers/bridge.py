@@ -9,10 +9,11 @@ from kerasseq.layers._validation import check_positive_int
 class Bridge(keras.layers.Layer):
     """Maps the encoder's final state(s) to the decoder's initial state.
 
-        s_0 = tanh(W [h_T; c_T] + b)
+        s_0 = tanh(W m + b),   m = [h_S; c_S]
 
     This is the learned non-linear map of Cho et al. (2014), which initialises
-    the decoder from the summary `c` of the source sentence. It lets an LSTM
+    the decoder from the summary m of the source sentence (the encoder's last
+    hidden and cell states h_S, c_S; symbols as in docs/notation.md). It lets an LSTM
     encoder (state `[h; c]`, possibly in two directions) feed a GRU decoder of
     any size.
 

@@ -14,8 +14,8 @@ from kerasseq.layers.multi_head_attention import (
 class CrossAttention(BaseAttention):
     """Target positions attend over the encoder outputs (the "context").
 
-    `y = LayerNorm(x + Dropout(MultiHead(Q=x, K=c, V=c)))`: queries come from
-    the decoder, keys and values from the encoder outputs `c` (Vaswani et al.,
+    `y = LayerNorm(x + Dropout(MultiHead(Q=x, K=h, V=h)))`: queries come from
+    the decoder, keys and values from the encoder outputs h (Vaswani et al.,
     2017, "Attention Is All You Need", section 3.2.3, encoder-decoder
     attention). Source padding is masked as keys. With `norm_first=True` the
     LayerNorm is applied to `x` only (the context is already normalised by

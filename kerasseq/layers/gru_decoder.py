@@ -40,13 +40,13 @@ def make_attention(attention, units, dtype=None):
 class GRUDecoder(keras.layers.Layer):
     """A GRU decoder that predicts one target token per step.
 
-    One step, given the previous token y_{t-1} and state s_{t-1}:
+    One step, given the previous token y_{t-1} and state s_{t-1} (symbols as
+    in docs/notation.md):
 
-        e_t = Embedding(y_{t-1})
-        c_t = Attention(s_{t-1}, h_1..h_S)         (Bahdanau: before the update)
-        s_t = GRU([e_t; c_t], s_{t-1})
-        c_t = Attention(s_t, h_1..h_S)             (Luong: after the update)
-        logits_t = W_o [s_t; c_t] + b_o
+        ctx_t = Attention(s_{t-1}, h_1..h_S)       (Bahdanau: before the update)
+        s_t = GRU([E[y_{t-1}]; ctx_t], s_{t-1})
+        ctx_t = Attention(s_t, h_1..h_S)           (Luong: after the update)
+        logits_t = W_o [s_t; ctx_t] + b_o
 
     The GRU update is the one of Cho et al. (2014) with the reset gate applied
     after the recurrent matrix (as in cuDNN and PyTorch):
@@ -56,7 +56,7 @@ class GRUDecoder(keras.layers.Layer):
         s̃_t = tanh(W_h x_t + r_t ⊙ (U_h s_{t-1} + b'_h) + b_h)
         s_t = u_t ⊙ s_{t-1} + (1 - u_t) ⊙ s̃_t
 
-    Without attention the decoder is the context-vector model: c_t is the
+    Without attention the decoder is the context-vector model: ctx_t is the
     same fixed vector for every step (the decoder's initial state, i.e. the
     bridged encoder summary, as in Cho et al. 2014); `feed_context=False` drops
     it and gives the Sutskever et al. (2014) decoder, which sees the source only

@@ -21,7 +21,7 @@ class LuongAttention(keras.layers.Layer):
         concat:  e_{t,i} = v^T tanh(W [s_t; h_i])
 
     followed, as in `BahdanauAttention`, by a softmax over the real source
-    positions and the context c_t = Σ_i α_{t,i} h_i. In `GRUDecoder` a Luong
+    positions and the context ctx_t = Σ_i α_{t,i} h_i. In `GRUDecoder` a Luong
     attention is queried with the state *after* the GRU update (s_t), while a
     Bahdanau attention is queried with s_{t-1} before it.
 
