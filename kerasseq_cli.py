@@ -201,10 +201,12 @@ def make_parser():
                               "TF_CONFIG; run the same command on every worker; see "
                               "docs/distributed.md)")
     train_parser.add_argument("--collective-timeout", type=_finite_float(0.0, open_minimum=True),
-                              default=600.0, metavar="SECONDS",
+                              default=None, metavar="SECONDS",
                               help="multi_worker: end the run with an error when an all-reduce "
-                              "waits longer than this for the other workers (default 600; a "
-                              "worker process that dies is noticed sooner, by its heartbeats)")
+                              "waits longer than this for the other workers, e.g. a stuck one "
+                              "(default: no timeout; a worker process that dies is noticed "
+                              "anyway, by its heartbeats). TensorFlow starts a thread per "
+                              "collective to time it: a debugging aid more than a default")
     train_parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                               help="do not write TensorBoard logs to OUTPUT_DIR/tensorboard")
     train_parser.add_argument("--tensorboard-sources", type=_non_negative_int, default=200,

@@ -366,7 +366,18 @@ def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):
 
 # ----------------------------------------------------------------- commands
 def command_train(args):
-    train(args)
+    import tensorflow as tf
+
+    from kerasseq.training.trainer import is_lost_peer_error, worker_lost_error
+
+    try:
+        train(args)
+    except tf.errors.OpError as error:
+        # A worker lost outside the training loop (while the model's variables
+        # are created and broadcast, say): the same one line as inside it.
+        if not is_lost_peer_error(error):
+            raise
+        raise CLIError(str(worker_lost_error(error))) from None
     print(f"model: {os.path.join(args.output_dir, 'model.keras')}")
 
 

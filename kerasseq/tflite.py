@@ -30,8 +30,10 @@ Example:
 
 >>> path = export_tflite(model, "g2p.tflite", batch_size=8, source_length=32)
 >>> decoder = TFLiteGreedyDecoder(path)
->>> token_ids, lengths = decoder.greedy(source_ids)   # same as model.generate(...)
+>>> token_ids, lengths = decoder.greedy(source_ids, max_length=20)  # = model.generate(...)
 """
+
+import os
 
 import keras
 import numpy as np
@@ -61,7 +63,9 @@ def tflite_module(model, batch_size, source_length, max_length):
     """A `tf.Module` with the two `tf.function`s that become the signatures.
 
     Signature `encode`: `source_ids` int32 `(batch_size, source_length)` →
-    the model's decoding state (one output per state key). Signature
+    the model's decoding state (one output per state key), plus two int32
+    scalars that are not state: `limit_max_length` (most target tokens) and
+    `limit_source_vocab_size` (-1 if unknown). Signature
     `decode_step`: `token_ids` int32 `(batch_size,)`, `step` int32 scalar and
     one input per state key → `logits` float32 `(batch_size, vocab_size)` and
     the new state (same keys).
@@ -71,6 +75,8 @@ def tflite_module(model, batch_size, source_length, max_length):
         key: tf.TensorSpec(value.shape, value.dtype, name=key) for key, value in probe.items()
     }
     keys = sorted(state_specs)
+    limits = {"limit_max_length": max_length,
+              "limit_source_vocab_size": getattr(model, "source_vocab_size", None) or -1}
     # The weights are traced as constants: with two signatures the converter
     # keeps variables as TFLite resource variables, which the interpreter
     # never initialises (`READ_VARIABLE ... variable != nullptr`). Inside a
@@ -87,7 +93,10 @@ def tflite_module(model, batch_size, source_length, max_length):
         @tf.function(input_signature=[tf.TensorSpec((batch_size, source_length), tf.int32,
                                                     name="source_ids")])
         def encode(self, source_ids):
-            return dict(frozen(model.encode, source_ids, max_length))
+            state = dict(frozen(model.encode, source_ids, max_length))
+            # The file's limits, for the app (and TFLiteGreedyDecoder) to check.
+            return {**state, **{key: tf.constant(value, tf.int32)
+                                for key, value in limits.items()}}
 
         @tf.function(input_signature=[
             tf.TensorSpec((batch_size,), tf.int32, name="token_ids"),
@@ -159,6 +168,8 @@ def export_tflite(model, path, batch_size=1, source_length=None, max_length=None
     def write(temporary):
         with open(temporary, "wb") as handle:
             handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
 
     return replace_atomically(write, path, suffix=".tflite")
 
@@ -168,6 +179,7 @@ class TFLiteGreedyDecoder:
 
     The loop an app runs around the two signatures, written in Python: it
     gives the same tokens as `model.generate(source_ids, method="greedy")`
+    (with `min_length=0`: the end token is never banned here)
     (the float32 file; a quantized one may differ where two tokens were
     close).
 
@@ -195,6 +207,9 @@ class TFLiteGreedyDecoder:
             int(n) for n in self._encode.get_input_details()["source_ids"]["shape"]
         )
         self.start_id, self.end_id = int(start_id), int(end_id)
+        limits = self._encode(source_ids=np.zeros((self.batch_size, self.source_length), np.int32))
+        self.max_length = int(limits["limit_max_length"])
+        self.source_vocab_size = int(limits["limit_source_vocab_size"])
 
     def greedy(self, source_ids, max_length):
         """Arg-max decoding of `source_ids`, like `kerasseq.decoding.greedy`.
@@ -226,9 +241,19 @@ class TFLiteGreedyDecoder:
                 f"source_length). Received: source_ids of shape {source_ids.shape}"
             )
         max_length = check_positive_int("max_length", max_length)
+        if max_length > self.max_length:
+            raise ValueError(
+                f"max_length must be <= {self.max_length}, the max_length this .tflite file was "
+                f"written with (export_tflite). Received: max_length={max_length}")
+        if source_ids.size and (source_ids.min() < 0 or 0 < self.source_vocab_size
+                                <= source_ids.max()):
+            raise ValueError(
+                f"source_ids must hold ids in [0, {self.source_vocab_size - 1}]. Received ids "
+                f"from {source_ids.min()} to {source_ids.max()}")
         padded = np.zeros((self.batch_size, self.source_length), np.int32)
         padded[:rows, :length] = source_ids
-        state = self._encode(source_ids=padded)
+        state = {key: value for key, value in self._encode(source_ids=padded).items()
+                 if not key.startswith("limit_")}
         tokens = np.full((self.batch_size,), self.start_id, np.int32)
         output = np.zeros((self.batch_size, max_length), np.int32)
         lengths = np.full((self.batch_size,), max_length, np.int32)

@@ -194,6 +194,11 @@ def test_demo_smoke(tmp_path):
     assert printed == ["hello", "world", "keras", "sequence", "attention", "translation",
                        "kerasseq"]
     assert os.path.isfile(output / "model.keras") and os.path.isfile(output / "summary.json")
+    # The first command a newcomer runs prints no Keras/TensorFlow warning
+    # (TensorFlow's one native start-up line aside, which the CLI cannot reach).
+    warnings = [line for line in (result.stdout + result.stderr).splitlines()
+                if "warn" in line.lower() and "before absl::InitializeLog" not in line]
+    assert not warnings, warnings
 
 
 @pytest.mark.parametrize("args, message", [

@@ -60,9 +60,27 @@ def test_transformer_converts_and_greedy_equals_keras(transformer):
     _, pairs, _, _ = tiny_g2p()
     words = [word for word, _ in pairs[:6]]
     decoder = TFLiteGreedyDecoder(convert_to_tflite(transformer, batch_size=6,
-                                                    max_length=MAX_LENGTH))
-    assert decoder.source_length == transformer.max_length
+                                                    max_length=transformer.max_length))
+    assert decoder.source_length == decoder.max_length == transformer.max_length
     _assert_same_as_keras(transformer, words, decoder)
+
+    # Step by step through the whole cache, fed the same (random) tokens: the
+    # interpreter's logits are Keras' logits at every position.
+    import tensorflow as tf
+
+    source_ids = np.zeros((6, transformer.max_length), "int32")
+    ids = _ids(transformer, words)
+    source_ids[:, :ids.shape[1]] = ids
+    tokens = np.random.default_rng(0).integers(4, transformer.target_vocab_size,
+                                               (transformer.max_length, 6)).astype("int32")
+    state = transformer.encode(tf.constant(source_ids), max_length=transformer.max_length)
+    lite_state = {key: value for key, value in decoder._encode(source_ids=source_ids).items()
+                  if not key.startswith("limit_")}
+    for step in range(transformer.max_length):
+        logits, state = transformer.decode_step(tf.constant(tokens[step]), state, tf.constant(step))
+        result = decoder._step(token_ids=tokens[step], step=np.int32(step), **lite_state)
+        np.testing.assert_allclose(result.pop("logits"), logits, atol=2e-4)
+        lite_state = result
 
 
 def test_dynamic_range_quantization_is_smaller_and_decodes(rnn):
@@ -89,3 +107,7 @@ def test_bad_input_is_refused(rnn, transformer):
         decoder.greedy(_ids(model, words[:3]), MAX_LENGTH)
     with pytest.raises(ValueError, match=r"shape \(rows, length\)"):
         decoder.greedy(np.array([1.5, 2.0]), MAX_LENGTH)
+    with pytest.raises(ValueError, match=rf"max_length must be <= {MAX_LENGTH}"):
+        decoder.greedy(_ids(model, words[:2])[:, :4], MAX_LENGTH + 1)
+    with pytest.raises(ValueError, match=r"source_ids must hold ids in \[0, "):
+        decoder.greedy(np.array([[model.source_vocab_size, 1]]), MAX_LENGTH)

@@ -109,6 +109,10 @@ class Seq2SeqModel(keras.Model):
     # rebuilds that model from its config (class, settings, tokenizers), then
     # takes the weights of the layers `clone_model` made: fresh ones by
     # default, as Keras documents, or whatever a `clone_function` gave them.
+    # Only the weights: the model is built from its own config on its own
+    # inputs, so `input_tensors`, `call_function` and a `clone_function`
+    # that changes settings or names do not apply (use `from_config` with a
+    # changed config for those).
 
     def _run_through_graph(self, inputs, *args, **kwargs):
         outputs = super()._run_through_graph(inputs, *args, **kwargs)
@@ -151,10 +155,16 @@ class Seq2SeqModel(keras.Model):
         if kwargs.get("name"):
             config["name"] = kwargs["name"]
         type(self).__init__(self, **config)
-        cloned = keras.Model(inputs, outputs)  # the layers clone_model made
-        for layer in cloned.layers:
-            if layer.weights:
-                self.get_layer(layer.name).set_weights(layer.get_weights())
+        # The weights of the layers clone_model made (fresh, or a
+        # clone_function's), layer by layer where name and shapes match (a
+        # tied output projection has another layout: it keeps its fresh ones).
+        ours = {layer.name: layer for layer in self.layers}
+        for layer in keras.Model(inputs, outputs).layers:
+            target = ours.get(layer.name)
+            if target is None or not layer.weights:
+                continue
+            if [w.shape for w in layer.weights] == [w.shape for w in target.weights]:
+                target.set_weights(layer.get_weights())
         return True
 
     # ------------------------------------------------------------ training

@@ -197,8 +197,8 @@ class HistoryCSVLogger(keras.callbacks.CSVLogger):
     appends from there. `read_history` reads "NA" as NaN.
     """
 
-    def __init__(self, filename, separator=","):
-        super().__init__(filename, separator=separator, append=True)
+    def __init__(self, filename):
+        super().__init__(filename, append=True)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.keys is None:
@@ -215,8 +215,7 @@ class HistoryCSVLogger(keras.callbacks.CSVLogger):
     def _rewrite(self, fields, rows):
         def write(temporary):
             with open(temporary, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=fields, restval="NA",
-                                        delimiter=self.sep)
+                writer = csv.DictWriter(handle, fieldnames=fields, restval="NA")
                 writer.writeheader()
                 writer.writerows(rows)
 

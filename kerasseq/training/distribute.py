@@ -38,6 +38,8 @@ loss scaling, whose finiteness check must see the global gradient) is on;
 """
 
 import json
+import math
+import numbers
 import os
 
 import keras
@@ -92,8 +94,8 @@ def get_strategy(name="auto", devices=None, collective_timeout=None):
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=devices)
     if collective_timeout is not None and (
-        isinstance(collective_timeout, bool) or not isinstance(collective_timeout, (int, float))
-        or not collective_timeout > 0
+        isinstance(collective_timeout, bool) or not isinstance(collective_timeout, numbers.Real)
+        or not 0 < collective_timeout < math.inf
     ):
         raise ValueError("collective_timeout must be a number of seconds > 0 or None. "
                          f"Received: collective_timeout={collective_timeout!r}")

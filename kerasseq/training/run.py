@@ -279,13 +279,30 @@ class TrainingRun:
         truncate_history(self.history_path, completed)
         best_kept = best_value(read_history(self.history_path))
         best_path = self.path("best.keras")
-        if best_before is not None and best_before != best_kept and os.path.exists(best_path):
-            os.remove(best_path)  # written by a discarded epoch: not this run's best
+        if os.path.exists(best_path) and self._best_is_from_a_discarded_epoch(
+                best_path, completed, best_before != best_kept):
+            os.remove(best_path)
         for path in self.epoch_checkpoints():
             number = int(CHECKPOINT_PATTERN.fullmatch(os.path.basename(path)).group(1))
             if number > completed:  # epoch_XXX.keras is epoch XXX - 1 (0-based)
                 os.remove(path)
         return best_kept if os.path.exists(best_path) else None
+
+    def _best_is_from_a_discarded_epoch(self, best_path, completed, best_row_discarded):
+        """Whether `best.keras` was written by an epoch `>= completed`.
+
+        The epoch that ends at `completed` wrote `best.keras` (if it was the
+        best) *before* its backup file: a `best.keras` newer than that backup
+        file comes from a later epoch. Without the backup file (none kept),
+        the history says it: the best row was among the discarded ones.
+        """
+        if completed == 0:
+            return True
+        weights = self.backup.backed_up_epochs().get(completed)
+        if weights is None:
+            return best_row_discarded
+        backup_file = os.path.join(self.backup.backup_dir, weights)
+        return os.path.getmtime(best_path) > os.path.getmtime(backup_file)
 
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
             keep_checkpoints=0):

@@ -115,15 +115,24 @@ _LOST_PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError
                      tf.errors.AbortedError, tf.errors.CancelledError)
 
 
-def _worker_lost(error, epoch):
+def is_lost_peer_error(error):
+    """True for a TensorFlow error of a collective whose peer is gone (not, e.g.,
+    an unavailable file system or a cancelled input pipeline)."""
+    if not isinstance(error, _LOST_PEER_ERRORS):
+        return False
+    message = str(error.message or error).lower()
+    return any(hint in message for hint in ("collective", "unhealthy", "heartbeat", "peer"))
+
+
+def worker_lost_error(error, epoch=None):
     """A `WorkerLostError` with the line of TensorFlow's message that says why."""
     lines = [line.strip() for line in str(error.message or error).splitlines() if line.strip()]
     hints = ("unhealthy", "abort", "timed out", "timeout", "deadline", "down", "unavailable")
     reason = next((line for line in lines if any(hint in line.lower() for hint in hints)),
                   lines[0] if lines else type(error).__name__)
-    where = "before training started" if epoch is None else f"in epoch {epoch}"
+    where = "before the first epoch" if epoch is None else f"in epoch {epoch}"
     return WorkerLostError(
-        f"a worker was lost {where}: {reason} ({type(error).__name__}). The other workers "
+        f"a worker was lost {where}: {reason.rstrip('.')} ({type(error).__name__}). The other workers "
         "cannot go on without it. Restart the lost worker and rerun the same command on "
         "every worker: they resume from the last epoch all of them backed up")
 
@@ -266,7 +275,9 @@ class DistributedTrainer:
             return self._fit(x, epochs, verbose, callbacks, validation_data, initial_epoch,
                              validation_freq)
         except _LOST_PEER_ERRORS as error:
-            raise _worker_lost(error, self._epoch) from None
+            if not is_lost_peer_error(error):
+                raise
+            raise worker_lost_error(error, self._epoch) from None
 
     def _fit(self, x, epochs, verbose, callbacks, validation_data, initial_epoch,
              validation_freq):
@@ -410,7 +421,9 @@ def max_over_workers(strategy, value):
     try:
         return int(tf.reduce_max(function(tf.constant(value, tf.int64))))
     except _LOST_PEER_ERRORS as error:
-        raise _worker_lost(error, None) from None
+        if not is_lost_peer_error(error):
+            raise
+        raise worker_lost_error(error, None) from None
 
 
 def min_over_workers(strategy, value):

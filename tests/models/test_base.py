@@ -158,3 +158,19 @@ def test_model_class_called_with_tensors_is_refused(kind):
         model_class(12, 11, 8, 8, 8, "bahdanau", None, True, 1, 0.0, False, 0.0, 64, None,
                     None, "extra") if kind == "rnn" else model_class(
             12, 11, 1, 16, 4, 32, 0.1, 16, False, False, False, 1e-5, None, None, "extra")
+
+
+@pytest.mark.parametrize("kind, kwargs", [
+    ("transformer", {"tie_output": True, "share_embeddings": True}),
+    ("rnn", {"share_embeddings": True}),
+])
+def test_clone_model_of_models_sharing_weights(kind, kwargs):
+    model = BUILDERS[kind](source_vocab_size=SOURCE_VOCAB_SIZE,
+                           target_vocab_size=SOURCE_VOCAB_SIZE, **kwargs)
+    clone = keras.models.clone_model(model)
+    assert type(clone) is type(model) and clone.get_config() == model.get_config()
+    assert len(clone.weights) == len(model.weights)  # the sharing came along
+    clone.set_weights(model.get_weights())
+    source = SOURCE[:2]
+    target = np.array([[2, 5, 6], [2, 7, 0]], "int32")
+    np.testing.assert_allclose(clone([source, target]), model([source, target]), atol=1e-6)

@@ -146,3 +146,32 @@ def test_files_of_epochs_that_run_again_are_discarded(tmp_path, best_epoch, kept
     assert (run_dir / "best.keras").exists() == (kept_best is not None)
     assert threshold == kept_best
     assert (run_dir / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("best_written", ["after the backup", "before the backup"])
+def test_best_model_newer_than_the_kept_backup_is_discarded(tmp_path, best_written):
+    # The epoch that ends at the kept backup writes best.keras before its
+    # backup file: a newer best.keras comes from an epoch that runs again,
+    # even when a kill kept its history row from being written.
+    import json
+
+    from kerasseq.training import TrainingRun
+
+    run_dir = tmp_path / "run"
+    (run_dir / "backup").mkdir(parents=True)
+    (run_dir / "history.csv").write_text("epoch,loss,val_loss\n0,1.0,0.9\n1,1.0,0.8\n")
+    weights = run_dir / "backup" / "epoch-2.weights.h5"
+    weights.write_text("x")
+    (run_dir / "backup" / "training_metadata.json").write_text(
+        json.dumps({"epoch": 2, "batch": 0, "weights": weights.name}))
+    best = run_dir / "best.keras"
+    best.write_text("x")
+    backup_time = os.path.getmtime(weights)
+    best_time = backup_time + 5 if best_written == "after the backup" else backup_time - 5
+    os.utime(best, (best_time, best_time))
+
+    threshold = TrainingRun(run_dir).discard_epochs_from(2)
+
+    assert best.exists() == (best_written == "before the backup")
+    assert threshold == (0.8 if best.exists() else None)
+    assert read_history(str(run_dir / "history.csv"))["epoch"] == [0, 1]
