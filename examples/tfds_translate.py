@@ -138,9 +138,11 @@ def main(argv=None):
                               bucket_boundaries=None if args.smoke else "auto")
     dev_data = make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
                             batch_size=args.batch_size, shuffle=False)
+    if args.smoke:  # 3 batches per epoch (take keeps the dataset's known length)
+        train_data = train_data.take(3)
     started = time.time()
     history = model.fit(train_data, validation_data=dev_data, epochs=args.epochs,
-                        steps_per_epoch=3 if args.smoke else None, verbose=args.verbose)
+                        verbose=args.verbose)
     train_seconds = time.time() - started
 
     results = {
