@@ -9,6 +9,7 @@ first use of a name, `kerasseq.Translator` say, imports what it needs.
 """
 
 import importlib
+import importlib.util
 
 from kerasseq import _backend_check  # noqa: F401  (chooses the TensorFlow backend; stdlib only)
 
@@ -33,6 +34,10 @@ __all__ = sorted(_LAZY)
 
 def __getattr__(name):
     if name not in _LAZY:
+        # Any other submodule (`kerasseq.evaluation`, `kerasseq.export`, ...), as
+        # when this package imported its subpackages eagerly.
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module 'kerasseq' has no attribute {name!r}")
     module_name, attribute = _LAZY[name]
     module = importlib.import_module(module_name)

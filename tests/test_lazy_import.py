@@ -36,3 +36,8 @@ def test_every_public_name_resolves():
         assert "no_such_name" in str(error)
     else:
         raise AssertionError("kerasseq.no_such_name should raise AttributeError")
+
+
+def test_submodules_are_attributes_too():
+    assert kerasseq.evaluation.corpus_bleu is not None
+    assert kerasseq.plotting.plot_learning_curves is not None

@@ -17,7 +17,7 @@ from kerasseq.cli import CLIError, first_line
 from kerasseq.data.datasets import load_pairs, spread_sample
 
 
-
+# --------------------------------------------------------------- tokenizers
 def _tokenizers_for(dataset, pairs, tokenizer="default", vocabulary_size=None):
     """`(source_tokenizer, target_tokenizer)` learned on the training `pairs`.
 
