@@ -34,20 +34,11 @@ import math
 import os
 import sys
 
+from kerasseq._messages import first_line
+
 
 class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
-
-
-def first_line(error):
-    """The first non-blank line of an exception's message (or its type name)."""
-    for line in str(error).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
-
-
-_first_line = first_line  # the old private name, still used by callers outside the CLI
 
 
 # ------------------------------------------------------------------- parser

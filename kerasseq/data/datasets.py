@@ -19,6 +19,8 @@ A dataset name is one of:
 
 import os
 
+from kerasseq._messages import first_line
+
 __all__ = ["load_pairs", "spread_sample"]
 
 DATASET_NAMES = "'cmudict', 'tsv:PATH' or 'tfds:NAME'"
@@ -100,13 +102,6 @@ def _split_tsv(pairs, split):
     return [pair for i, pair in enumerate(pairs) if index_split[split](i)]
 
 
-def _first_line(error):
-    for line in str(error).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
-
-
 def _load_tfds(dataset, split, limit):
     """Pairs of a TFDS translation dataset; train/dev/test = train/validation/test."""
     from kerasseq.data.tfds import TFDS_SPLITS, load_tfds_pairs
@@ -117,4 +112,4 @@ def _load_tfds(dataset, split, limit):
         return load_tfds_pairs(dataset[5:], TFDS_SPLITS[split], limit=limit)
     except Exception as error:  # noqa: BLE001  (download, name or format problems: one line)
         raise ValueError(f"dataset {dataset}: could not load split {TFDS_SPLITS[split]!r}: "
-                         f"{_first_line(error)}") from None
+                         f"{first_line(error)}") from None
