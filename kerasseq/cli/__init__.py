@@ -68,34 +68,24 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return namespace
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _bounded(convert, inside, expected):
+    """An argparse type: `convert(text)` if `inside(value)`, else "expected EXPECTED, got TEXT"."""
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not inside(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _fraction(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return value
+_positive_int = _bounded(int, lambda value: value >= 1, "a positive integer")
+_non_negative_int = _bounded(int, lambda value: value >= 0, "an integer >= 0")
+_fraction = _bounded(float, lambda value: 0.0 <= value <= 1.0, "a number in [0, 1]")
 
 
 def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
