@@ -79,7 +79,9 @@ from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.freedict import DEFAULT_PATH, load_freedict_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
+from kerasseq.plotting import plot_learning_curves  # noqa: E402
 from kerasseq.training import (  # noqa: E402
+    DevBleuEarlyStopping,
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,
     TimeLimit,
@@ -147,40 +149,6 @@ def data_limits(train_pairs, test_pairs):
     return limits
 
 
-class DevBleu(keras.callbacks.Callback):
-    """Greedy dev BLEU after every epoch (`logs["dev_bleu"]`), early stopping on it.
-
-    Keeps the weights of the best epoch and puts them back when training ends.
-    """
-
-    def __init__(self, pairs, patience, search, batch_size=128):
-        super().__init__()
-        self.search = search
-        self.sources = [german for german, _ in pairs]
-        self.references = [english for _, english in pairs]
-        self.patience, self.batch_size = patience, batch_size
-        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
-
-    def on_epoch_end(self, epoch, logs=None):
-        hypotheses = self.model.translate(self.sources, method="greedy",
-                                          batch_size=self.batch_size, **self.search)
-        bleu = corpus_bleu(hypotheses, self.references, lowercase=True)
-        if logs is not None:
-            logs["dev_bleu"] = bleu
-        print(f"  epoch {epoch + 1}: dev BLEU {bleu:.2f}", flush=True)
-        if bleu > self.best:
-            self.best, self.best_epoch, self.wait = bleu, epoch + 1, 0
-            self.best_weights = self.model.get_weights()
-        else:
-            self.wait += 1
-            if self.wait >= self.patience:
-                self.model.stop_training = True
-
-    def on_train_end(self, logs=None):
-        if self.best_weights is not None:
-            self.model.set_weights(self.best_weights)
-
-
 def build_model(name, args, tokenizers):
     """The model `name` (one of MODELS), compiled."""
     source_tokenizer, target_tokenizer = tokenizers
@@ -217,7 +185,10 @@ def train_and_score(name, args, data, tokenizers, dev_pairs, test_pairs):
     search = {"max_length": args.max_pieces + 4, "max_source_length": POSITIONS}
     if args.smoke:  # a few sentences: compiling every search with XLA would cost more than it saves
         search["jit_compile"] = False
-    dev_bleu = DevBleu(dev_pairs, patience=args.patience, search=search)
+    dev_bleu = DevBleuEarlyStopping([german for german, _ in dev_pairs],
+                                    [english for _, english in dev_pairs],
+                                    patience=args.patience, batch_size=128, lowercase=True,
+                                    **search)
     callbacks = [dev_bleu]
     if args.time_limit_minutes:
         callbacks.append(TimeLimit(args.time_limit_minutes * 60))
@@ -264,27 +235,6 @@ def train_and_score(name, args, data, tokenizers, dev_pairs, test_pairs):
         "samples": [[s, r, b] for s, r, b in list(zip(sources, references, beam,
                                                        strict=True))[:8]],
     }
-
-
-def plot_learning_curves(results, path):
-    """Train/dev loss and dev BLEU per epoch of every model, one figure."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(9.0, 3.2), layout="constrained")
-    loss_ax, bleu_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for index, (name, scores) in enumerate(results.items()):
-        history, color = scores["history"], f"C{index}"
-        epochs = range(1, len(history["loss"]) + 1)
-        loss_ax.plot(epochs, history["loss"], color=color, linestyle="--", label=f"{name} train")
-        loss_ax.plot(epochs, history["val_loss"], color=color, label=f"{name} dev")
-        bleu_ax.plot(epochs, history["dev_bleu"], color=color, marker="o", markersize=3,
-                     label=name)
-    loss_ax.set(xlabel="epoch", ylabel="loss (label-smoothed)", title="loss")
-    bleu_ax.set(xlabel="epoch", ylabel="BLEU", title="dev BLEU (greedy)")
-    for ax in (loss_ax, bleu_ax):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    figure.savefig(path, dpi=120)
 
 
 def make_parser():
@@ -393,7 +343,9 @@ def main(argv=None):
         with open(os.path.join(args.output_dir, "results.json"), "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2, ensure_ascii=False)
         return results
-    plot_learning_curves(results["models"], os.path.join(args.output_dir, "learning_curves.png"))
+    plot_learning_curves({name: scores["history"] for name, scores in results["models"].items()},
+                         loss_ylabel="loss (label-smoothed)",
+                         path=os.path.join(args.output_dir, "learning_curves.png"))
 
     print(f"test split ({len(test_pairs)} pairs), case-insensitive sacreBLEU / chrF:")
     for name, scores in results["models"].items():

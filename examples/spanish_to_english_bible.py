@@ -52,7 +52,9 @@ from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
+from kerasseq.plotting import plot_learning_curves  # noqa: E402
 from kerasseq.training import (  # noqa: E402
+    DevBleuEarlyStopping,
     KeepLastCheckpoints,
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,
@@ -88,41 +90,6 @@ def search_settings(args):
     return settings
 
 
-class DevBleu(keras.callbacks.Callback):
-    """Greedy BLEU on dev verses after every epoch (`logs["dev_bleu"]`), early stopping on it.
-
-    The best epoch's weights are put back when training ends.
-    """
-
-    def __init__(self, pairs, patience, search):
-        super().__init__()
-        self.sources = [pair.source for pair in pairs]
-        self.references = [pair.target for pair in pairs]
-        self.patience, self.search = patience, search
-        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
-
-    def on_epoch_end(self, epoch, logs=None):
-        started = time.time()
-        hypotheses = self.model.translate(self.sources, method="greedy", batch_size=64,
-                                          **self.search)
-        bleu = corpus_bleu(hypotheses, self.references)
-        if logs is not None:
-            logs["dev_bleu"] = bleu
-        print(f"  epoch {epoch + 1}: dev BLEU {bleu:.2f} ({time.time() - started:.0f} s)",
-              flush=True)
-        if bleu > self.best:
-            self.best, self.best_epoch, self.wait = bleu, epoch + 1, 0
-            self.best_weights = self.model.get_weights()
-        else:
-            self.wait += 1
-            if self.wait >= self.patience:
-                self.model.stop_training = True
-
-    def on_train_end(self, logs=None):
-        if self.best_weights is not None:
-            self.model.set_weights(self.best_weights)
-
-
 def build_model(name, args, tokenizers):
     """The model `name` (one of MODELS), compiled."""
     source_tokenizer, target_tokenizer = tokenizers
@@ -155,7 +122,9 @@ def train(name, args, data, tokenizers, dev_pairs):
         raise SystemExit(f"{directory}/checkpoints already holds epoch checkpoints of an earlier "
                          "run (they would join the average): choose another --output-dir")
     model = build_model(name, args, tokenizers)
-    dev_bleu = DevBleu(dev_pairs, args.patience, search_settings(args))
+    dev_bleu = DevBleuEarlyStopping([pair.source for pair in dev_pairs],
+                                    [pair.target for pair in dev_pairs],
+                                    patience=args.patience, **search_settings(args))
     callbacks = [dev_bleu, KeepLastCheckpoints(os.path.join(directory, "checkpoints"),
                                                keep=args.keep_checkpoints)]
     if args.time_limit_minutes:
@@ -248,27 +217,6 @@ def evaluate(name, args, dev_pairs, test_pairs):
         for pair, hypothesis in zip(test_pairs, beam, strict=True):
             handle.write(f"{pair.verse_id}\t{pair.source}\t{pair.target}\t{hypothesis}\n")
     return record
-
-
-def plot_learning_curves(results, path):
-    """Train/dev loss and dev BLEU per epoch of every model, one figure."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(9.0, 3.2), layout="constrained")
-    loss_ax, bleu_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for index, (name, scores) in enumerate(results.items()):
-        history, color = scores["history"], f"C{index}"
-        epochs = range(1, len(history["loss"]) + 1)
-        loss_ax.plot(epochs, history["loss"], color=color, linestyle="--", label=f"{name} train")
-        loss_ax.plot(epochs, history["val_loss"], color=color, label=f"{name} dev")
-        bleu_ax.plot(epochs, history["dev_bleu"], color=color, marker="o", markersize=3,
-                     label=name)
-    loss_ax.set(xlabel="epoch", ylabel="loss (label-smoothed)", title="loss")
-    bleu_ax.set(xlabel="epoch", ylabel="BLEU", title="dev BLEU (greedy, dev verses)")
-    for ax in (loss_ax, bleu_ax):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    figure.savefig(path, dpi=120)
 
 
 def make_parser():
@@ -378,7 +326,10 @@ def main(argv=None):
         results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
         with open(results_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2, ensure_ascii=False)
-    plot_learning_curves(results["models"], os.path.join(args.output_dir, "learning_curves.png"))
+    plot_learning_curves({name: scores["history"] for name, scores in results["models"].items()},
+                         score_title="dev BLEU (greedy, dev verses)",
+                         loss_ylabel="loss (label-smoothed)",
+                         path=os.path.join(args.output_dir, "learning_curves.png"))
     print(f"test split ({len(splits['test'])} verses), sacreBLEU (cased, 13a) / chrF:")
     for name, scores in results["models"].items():
         print(f"  {name:>13}: BLEU greedy {scores['test_bleu_greedy']:.2f}  "

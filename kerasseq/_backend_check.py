@@ -3,7 +3,10 @@
 kerasseq uses `tf.data`, `tf.function` decoding and SavedModel export, so it
 only works with `KERAS_BACKEND=tensorflow`. If no backend was chosen yet we
 choose TensorFlow; if another one was chosen we stop with an ImportError that
-says how to fix it.
+says how to fix it. Standard library only, so `import kerasseq` stays cheap:
+Keras is imported here only when it is already loaded (to ask its backend);
+otherwise setting `KERAS_BACKEND` is enough (the variable takes precedence
+over ~/.keras/keras.json when Keras is imported later).
 """
 
 import os
@@ -22,6 +25,7 @@ def _check():
         if requested and requested != "tensorflow":
             raise ImportError(f"{_FIX} Received: KERAS_BACKEND={requested!r}.")
         os.environ["KERAS_BACKEND"] = "tensorflow"
+        return
     import keras
 
     backend = keras.backend.backend()

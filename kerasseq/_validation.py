@@ -3,9 +3,9 @@
 Each error names the argument, what was received and what was expected:
 `ValueError("num_beams must be >= 1. Received: num_beams=0")`. This module
 imports nothing from kerasseq, so layers, data, models, decoding and the
-training code can all use it. (The console script `kerasseq_cli` parses text
-arguments without importing kerasseq, so that `--help` needs no TensorFlow;
-its argparse types are the one other place that checks numbers.)
+training code can all use it. (The command line's parser, `kerasseq.cli`,
+parses text arguments with the standard library only, so that `--help` needs
+no TensorFlow; its argparse types are the one other place that checks numbers.)
 """
 
 import numbers

@@ -343,6 +343,60 @@ def plot_history(history_or_dict, metrics=("loss",), title=None):
     return figure
 
 
+def plot_learning_curves(histories, score="dev_bleu", score_title="dev BLEU (greedy)",
+                         score_ylabel="BLEU", loss_ylabel="loss", path=None):
+    """Train/dev loss and a dev score per epoch of several models, in one figure.
+
+    Left axes: each model's training loss (dashed) and validation loss
+    (solid), one colour per model; right axes: its `score` per epoch (e.g. the
+    `dev_bleu` that `kerasseq.training.DevBleuEarlyStopping` logs).
+
+    Args:
+        histories: `{model name: history}`, each history a
+            `keras.callbacks.History` or its `.history` dict with "loss" and,
+            when present, "val_loss" and `score` lists.
+        score: str, the key of the dev score in each history.
+        score_title, score_ylabel: str, the title and y label of the score axes.
+        loss_ylabel: str, the y label of the loss axes.
+        path: optional str, where to save the figure (`save_figure`, dpi 120).
+
+    Returns:
+        The `matplotlib.figure.Figure`, with 2 axes.
+
+    Example:
+
+    >>> figure = plot_learning_curves({"rnn": {"loss": [3.0, 2.0], "val_loss": [3.1, 2.4],
+    ...                                        "dev_bleu": [1.0, 4.5]}})
+    """
+    histories = {name: _history_dict(history) for name, history in dict(histories).items()}
+    if not histories:
+        raise ValueError("histories must hold at least one model. Received: histories={}")
+    for name, history in histories.items():
+        if "loss" not in history:
+            raise ValueError(f"the history of {name!r} has no 'loss'. Available: {sorted(history)}")
+    figure = Figure(figsize=(9.0, 3.2), layout="constrained")
+    loss_ax, score_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    for index, (name, history) in enumerate(histories.items()):
+        color = f"C{index}"
+        epochs = np.arange(1, len(history["loss"]) + 1)
+        loss_ax.plot(epochs, history["loss"], color=color, linestyle="--", label=f"{name} train")
+        if "val_loss" in history:
+            loss_ax.plot(np.arange(1, len(history["val_loss"]) + 1), history["val_loss"],
+                         color=color, label=f"{name} dev")
+        if score in history:
+            score_ax.plot(np.arange(1, len(history[score]) + 1), history[score], color=color,
+                          marker="o", markersize=3, label=name)
+    loss_ax.set(xlabel="epoch", ylabel=loss_ylabel, title="loss")
+    score_ax.set(xlabel="epoch", ylabel=score_ylabel, title=score_title)
+    for ax in (loss_ax, score_ax):
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    if path is not None:
+        save_figure(figure, path, dpi=120)
+    return figure
+
+
 # ------------------------------------------------------- scores by length
 def _bucket_label(bucket):
     if isinstance(bucket, (tuple, list)) and len(bucket) == 2:
@@ -473,6 +527,7 @@ __all__ = [
     "plot_attention",
     "plot_cross_attention_heads",
     "plot_history",
+    "plot_learning_curves",
     "plot_scores_by_length",
     "save_figure",
     "scripts_in",

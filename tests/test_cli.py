@@ -26,7 +26,7 @@ LOG_LINE = re.compile(
 
 
 def start(*args, stdin=False):
-    return subprocess.Popen([sys.executable, "-m", "kerasseq.cli", *args], text=True, env=ENV,
+    return subprocess.Popen([sys.executable, "-m", "kerasseq", *args], text=True, env=ENV,
                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -174,7 +174,7 @@ def test_evaluate_refuses_a_dataset_with_another_vocabulary(trained_dir, tmp_pat
 
 
 def test_unknown_token_rate():
-    from kerasseq.cli import unknown_token_rate
+    from kerasseq.cli.commands import unknown_token_rate
     from kerasseq.data import TextTokenizer
 
     tokenizer = TextTokenizer.from_texts(["abc"], split="character")
@@ -204,7 +204,7 @@ def test_demo_smoke(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["translate", "/nonexistent/model", "cat"], "no kerasseq model"),
     (["train", "--dataset", "tsv:/nonexistent.tsv", "--output-dir", "/tmp/x"], "no such file"),
-    (["train", "--dataset", "wmt", "--output-dir", "/tmp/x"], "--dataset must be"),
+    (["train", "--dataset", "wmt", "--output-dir", "/tmp/x"], "dataset must be 'cmudict', 'tsv:PATH' or 'tfds:NAME'"),
     (["evaluate", "/nonexistent/model"], "no kerasseq model"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message):
@@ -372,10 +372,11 @@ def test_a_run_whose_loss_becomes_nan_stops_and_saves_nothing(tmp_path):
 
 def test_help_answers_without_tensorflow():
     """`kerasseq --help` and every command's --help: no TensorFlow import, well under 1 s."""
-    code = ("import sys, kerasseq_cli\n"
-            "for argv in ([], ['train'], ['translate'], ['evaluate'], ['export'], ['demo']):\n"
+    code = ("import sys, kerasseq.cli\n"
+            "for argv in ([], ['train'], ['translate'], ['evaluate'], ['export'], ['average'],\n"
+            "             ['demo']):\n"
             "    try:\n"
-            "        kerasseq_cli.main(argv + ['--help'])\n"
+            "        kerasseq.cli.main(argv + ['--help'])\n"
             "    except SystemExit as done:\n"
             "        assert done.code == 0, argv\n"
             "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
@@ -383,6 +384,36 @@ def test_help_answers_without_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr
+
+
+@pytest.mark.parametrize("module", ["kerasseq", "kerasseq.cli"])
+def test_python_m_help_answers_without_tensorflow(module):
+    """`python -m kerasseq --help` (and the older `python -m kerasseq.cli`): usage on
+    stdout, exit 0, TensorFlow never imported (`-X importtime` lists every import)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", module, "train", "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage: kerasseq train")
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "kerasseq.cli" in imported
+    assert not {"tensorflow", "keras", "kerasseq.cli.commands"} & imported
+
+
+def test_defaults_live_in_the_parser():
+    """Every option a command reads has its default in the parser (no getattr fallbacks):
+    `demo` trains like `train`, so it parses the same run options."""
+    from kerasseq.cli import make_parser
+
+    parser = make_parser()
+    train = vars(parser.parse_args(["train", "--output-dir", "/tmp/x"]))
+    demo = vars(parser.parse_args(["demo"]))
+    assert set(train) == set(demo)
+    assert demo["output_dir"] == "runs/demo" and demo["epochs"] == 5 and train["epochs"] == 10
+    assert train["tensorboard"] is True and train["slow_batches"] == 0.0
+    source = open(os.path.join(os.path.dirname(__file__), "..", "kerasseq", "cli",
+                               "commands.py")).read()
+    assert "getattr(args" not in source
 
 
 def test_translate_alignments(trained_dir, trained_model):
@@ -405,7 +436,7 @@ def test_translate_alignments(trained_dir, trained_model):
 def test_translate_prints_translations_and_nothing_else(trained_dir):
     """Without TF_CPP_MIN_LOG_LEVEL the CLI silences TensorFlow's native start-up lines."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run([sys.executable, "-m", "kerasseq_cli", "translate", trained_dir,
+    result = subprocess.run([sys.executable, "-m", "kerasseq", "translate", trained_dir,
                              *WORDS, "--beam", "1"], capture_output=True, text=True, env=env,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -414,7 +445,7 @@ def test_translate_prints_translations_and_nothing_else(trained_dir):
 
 
 def test_tsv_with_invalid_utf8_is_a_one_line_error_or_skipped(tmp_path):
-    from kerasseq.cli import load_pairs
+    from kerasseq.data import load_pairs
 
     path = tmp_path / "pairs.tsv"
     lines = [f"word{i}\tmot{i}\n".encode() for i in range(30)]
@@ -424,7 +455,7 @@ def test_tsv_with_invalid_utf8_is_a_one_line_error_or_skipped(tmp_path):
         load_pairs(f"tsv:{path}", "train")
     pairs, _ = load_pairs(f"tsv:{path}", "train", on_bad_line="skip")
     assert all("caf" not in source for source, _ in pairs)
-    from kerasseq_cli import make_parser
+    from kerasseq.cli import make_parser
 
     args = make_parser().parse_args(["train", "--output-dir", "/tmp/x", "--on-bad-line", "skip"])
     assert args.on_bad_line == "skip"

@@ -9,6 +9,7 @@ from kerasseq.plotting import (
     plot_attention,
     plot_cross_attention_heads,
     plot_history,
+    plot_learning_curves,
     plot_scores_by_length,
     save_figure,
 )
@@ -159,3 +160,27 @@ def test_save_figure_is_atomic_on_failure(tmp_path):
         save_figure(figure, tmp_path / "keep.notaformat")
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.png"]
+
+
+def test_plot_learning_curves_one_colour_per_model(tmp_path):
+    rnn = {"loss": [3.0, 2.0, 1.5], "val_loss": [3.1, 2.5, 2.2], "dev_bleu": [1.0, 4.0, 6.0]}
+    transformer = keras.callbacks.History()
+    transformer.history = {"loss": [2.5, 1.0], "dev_bleu": [2.0, 9.0]}  # no validation loss
+    path = tmp_path / "curves.png"
+    figure = plot_learning_curves({"rnn": rnn, "transformer": transformer},
+                                  score_title="dev BLEU (greedy, dev verses)", path=path)
+    loss_ax, score_ax = figure.axes
+    assert [line.get_label() for line in loss_ax.lines] == ["rnn train", "rnn dev",
+                                                            "transformer train"]
+    assert loss_ax.lines[0].get_color() == loss_ax.lines[1].get_color() == "C0"
+    assert loss_ax.lines[0].get_linestyle() == "--" and loss_ax.lines[2].get_color() == "C1"
+    assert [line.get_label() for line in score_ax.lines] == ["rnn", "transformer"]
+    np.testing.assert_allclose(score_ax.lines[1].get_ydata(), [2.0, 9.0])
+    np.testing.assert_allclose(score_ax.lines[0].get_xdata(), [1, 2, 3])
+    assert score_ax.get_title() == "dev BLEU (greedy, dev verses)"
+    assert score_ax.get_ylabel() == "BLEU"
+    _assert_png(path)
+    with pytest.raises(ValueError, match="has no 'loss'"):
+        plot_learning_curves({"rnn": {"dev_bleu": [1.0]}})
+    with pytest.raises(ValueError, match="at least one model"):
+        plot_learning_curves({})

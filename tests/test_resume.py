@@ -25,7 +25,7 @@ KILL_AT = "kerasseq-debug: epoch 2 batch 0 done"
 
 
 def _command(output_dir):
-    return [sys.executable, "-m", "kerasseq.cli", "train", "--epochs", "4",
+    return [sys.executable, "-m", "kerasseq", "train", "--epochs", "4",
             "--output-dir", output_dir, *TINY]
 
 
@@ -128,7 +128,8 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
     assert summary["initial_epoch"] == 4 and summary["epochs_run"] == 1
     assert len(summary["history"]["loss"]) == 5
 
-    from kerasseq.cli import _tokenizers_for, load_model, load_pairs
+    from kerasseq.cli.commands import _tokenizers_for, load_model
+    from kerasseq.data import load_pairs
 
     with open(os.path.join(output, "tokenizers.json")) as handle:
         assert json.load(handle) == first_tokenizers

@@ -1,6 +1,7 @@
 """Text data for kerasseq: tokenizers (characters, words, WordPiece subwords),
-the embedded CMUdict G2P dataset, TSV sentence pairs and teacher-forcing
-`tf.data` pipelines."""
+the embedded CMUdict G2P dataset, TSV sentence pairs, text pairs by dataset
+name (`load_pairs`, what `kerasseq train --dataset NAME` uses) and
+teacher-forcing `tf.data` pipelines."""
 
 from kerasseq.data.cmudict import (
     entries_to_pairs,
@@ -9,6 +10,7 @@ from kerasseq.data.cmudict import (
     parse_cmudict_lines,
 )
 from kerasseq.data.dataset import make_dataset, make_source_dataset
+from kerasseq.data.datasets import load_pairs, spread_sample
 from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tokenizer import (
     END_ID,
@@ -43,8 +45,10 @@ __all__ = [
     "load_cmudict",
     "load_bible_pairs",
     "load_cmudict_tokenizers",
+    "load_pairs",
     "load_tsv_pairs",
     "make_dataset",
     "make_source_dataset",
     "parse_cmudict_lines",
+    "spread_sample",
 ]

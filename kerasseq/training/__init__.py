@@ -6,6 +6,7 @@ from kerasseq.training.averaging import (
     epoch_checkpoints,
 )
 from kerasseq.training.callbacks import (
+    DevBleuEarlyStopping,
     NonFiniteLossError,
     ScheduledSampling,
     StopOnNonFiniteLoss,
@@ -20,6 +21,7 @@ from kerasseq.training.schedules import TransformerSchedule, transformer_optimiz
 from kerasseq.training.trainer import DistributedTrainer, sharded_dataset_fn
 
 __all__ = [
+    "DevBleuEarlyStopping",
     "DistributedTrainer",
     "KeepLastCheckpoints",
     "MaskedSparseCategoricalCrossentropy",

@@ -132,6 +132,83 @@ class TimeLimit(keras.callbacks.Callback):
             self.stopped_at_epoch = self._epoch
 
 
+class DevBleuEarlyStopping(keras.callbacks.Callback):
+    """Greedy dev BLEU after every epoch, early stopping on it, best weights restored.
+
+    After every epoch the model translates `sources` (`model.translate`,
+    greedy search) and scores them against `references` with corpus BLEU
+    (sacreBLEU, `kerasseq.evaluation.corpus_bleu`). The score goes into the
+    epoch's logs as `logs[log_name]` (so `History`, `CSVLogger` and the
+    learning-curve plot `kerasseq.plotting.plot_learning_curves` see it).
+    Training stops after `patience` epochs without a better score, and the
+    weights of the best epoch are put back when training ends (like
+    `keras.callbacks.EarlyStopping(restore_best_weights=True)` on a metric
+    that `fit` itself cannot compute).
+
+    Args:
+        sources: list of str, the dev source texts.
+        references: list of str (one reference per source) or of lists of
+            str (several), as `corpus_bleu` takes them.
+        patience: int >= 1, epochs without improvement before stopping.
+        batch_size: int, texts translated per batch.
+        lowercase: bool, case-insensitive BLEU.
+        log_name: str, the key of the score in the epoch logs.
+        verbose: 0 (silent) or 1 (one line per epoch: score and seconds).
+        **search: more `model.translate` arguments (`max_length`,
+            `max_source_length`, `jit_compile`, ...); the method is greedy.
+
+    Attributes:
+        best: the best dev BLEU so far (-1.0 before the first epoch).
+        best_epoch: its epoch, counted from 1 (None before the first epoch).
+
+    Example:
+
+    >>> stopper = DevBleuEarlyStopping(["ein Haus"], ["a house"], patience=3)
+    >>> # model.fit(..., callbacks=[stopper]); stopper.best, stopper.best_epoch
+    """
+
+    def __init__(self, sources, references, patience=4, batch_size=64, lowercase=False,
+                 log_name="dev_bleu", verbose=1, **search):
+        super().__init__()
+        self.sources, self.references = list(sources), list(references)
+        if len(self.sources) != len(self.references):
+            raise ValueError("sources and references must have the same length. Received: "
+                             f"{len(self.sources)} sources, {len(self.references)} references")
+        if not isinstance(patience, int) or patience < 1:
+            raise ValueError(f"patience must be an int >= 1. Received: patience={patience!r}")
+        search.pop("method", None)
+        self.patience, self.batch_size, self.lowercase = patience, batch_size, bool(lowercase)
+        self.log_name, self.verbose, self.search = log_name, verbose, search
+        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
+
+    def on_train_begin(self, logs=None):
+        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        from kerasseq.evaluation import corpus_bleu
+
+        started = time.time()
+        hypotheses = self.model.translate(self.sources, method="greedy",
+                                          batch_size=self.batch_size, **self.search)
+        bleu = corpus_bleu(hypotheses, self.references, lowercase=self.lowercase)
+        if logs is not None:
+            logs[self.log_name] = bleu
+        if self.verbose:
+            print(f"  epoch {epoch + 1}: dev BLEU {bleu:.2f} ({time.time() - started:.0f} s)",
+                  flush=True)
+        if bleu > self.best:
+            self.best, self.best_epoch, self.wait = bleu, epoch + 1, 0
+            self.best_weights = self.model.get_weights()
+        else:
+            self.wait += 1
+            if self.wait >= self.patience:
+                self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)
+
+
 class NonFiniteLossError(RuntimeError):
     """Raised by `StopOnNonFiniteLoss` when training produced NaN or inf.
 

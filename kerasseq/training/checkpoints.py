@@ -64,12 +64,17 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         resume_epoch: None (resume at the last backup) or an epoch number
             that `on_train_begin` restores instead: the last or, with
             `keep_previous`, the one before.
+        restored_epoch: the epoch that the last `on_train_begin` restored
+            (the number of finished epochs: training goes on at this
+            0-based epoch index), or None when it restored nothing (a fresh
+            run). `kerasseq.training.DistributedTrainer` starts there.
     """
 
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, keep_previous=False):
         super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint)
         self.keep_previous = bool(keep_previous)
         self.resume_epoch = None
+        self.restored_epoch = None
 
     def backed_up_epochs(self):
         """`{epoch: weights file name}` of the backups on disk (last, and previous if kept)."""
@@ -101,6 +106,7 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         return 0 if metadata is None else int(metadata["epoch"])
 
     def _load_model(self):
+        self.restored_epoch = None
         if not self.model.built:
             raise ValueError(
                 "AtomicBackupAndRestore needs a built model before fit(). "
@@ -118,8 +124,14 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
         self.model.load_weights(os.path.join(self.backup_dir, epochs[epoch]))
-        self.model._initial_epoch = epoch  # how Keras's own callback resumes
+        self.restored_epoch = epoch
         self._current_epoch = epoch
+        _start_keras_fit_at(self.model, epoch)
+
+    def on_train_end(self, logs=None):
+        super().on_train_end(logs)
+        if self.restored_epoch is not None:
+            _start_keras_fit_at(self.model, None)  # a later fit starts afresh
 
     def _save_model(self):
         os.makedirs(self.backup_dir, exist_ok=True)
@@ -141,6 +153,18 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         for other in os.listdir(self.backup_dir):
             if other.endswith(".weights.h5") and other not in keep:
                 os.remove(os.path.join(self.backup_dir, other))
+
+
+def _start_keras_fit_at(model, epoch):
+    """Make `keras.Model.fit`, which is running `on_train_begin`, start at `epoch`.
+
+    `fit` has no public way for a callback to move its first epoch: it reads
+    the model's `_initial_epoch` right after `on_train_begin`, which
+    `keras.callbacks.BackupAndRestore` sets when it restores. This is the one
+    place kerasseq writes it (for `model.fit`); kerasseq's own code reads the
+    callback's public `restored_epoch` instead. `epoch=None` resets it.
+    """
+    model._initial_epoch = epoch
 
 
 class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):

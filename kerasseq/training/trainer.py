@@ -7,8 +7,10 @@ runs the same training step (`model.train_step`, which for a kerasseq model
 with several replicas is the exact distributed step of
 `kerasseq.training.distribute`) inside `strategy.run`, and drives the usual
 Keras callbacks (`History`, the progress bar, `CSVLogger`, `ModelCheckpoint`,
-`EarlyStopping`, `TensorBoard`, `BackupAndRestore`, ...) with the same logs
-as `fit`:
+`EarlyStopping`, `TensorBoard`, ...) with the same logs as `fit`. To resume,
+use `kerasseq.training.checkpoints.AtomicBackupAndRestore` (it says which
+epoch it restored in its public `restored_epoch`; Keras' own
+`BackupAndRestore` tells only `keras.Model.fit`, so it is refused here):
 
     strategy = get_strategy("multi_worker")          # TF_CONFIG on every worker
     with strategy.scope():
@@ -45,6 +47,7 @@ import keras
 import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
+from kerasseq.training.checkpoints import AtomicBackupAndRestore
 
 
 def _neutral_batch(element_spec):
@@ -287,6 +290,15 @@ class DistributedTrainer:
         steps = self._agreed_steps(local_steps)
         if steps == 0:
             raise ValueError("the training data has no batch on any worker")
+        restorers = [callback for callback in callbacks or ()
+                     if isinstance(callback, AtomicBackupAndRestore)]
+        for callback in callbacks or ():
+            if (isinstance(callback, keras.callbacks.BackupAndRestore)
+                    and callback not in restorers):
+                raise ValueError(
+                    "DistributedTrainer resumes with kerasseq.training.checkpoints."
+                    "AtomicBackupAndRestore (keras.callbacks.BackupAndRestore tells only "
+                    f"keras.Model.fit which epoch it restored). Received: {callback!r}")
         callbacks = keras.callbacks.CallbackList(
             callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
             epochs=epochs, steps=steps, model=model)
@@ -296,8 +308,9 @@ class DistributedTrainer:
                 model.optimizer.build(model.trainable_variables)
         model.stop_training = False
         callbacks.on_train_begin()
-        # BackupAndRestore (and kerasseq's atomic version) resumes by setting this.
-        initial_epoch = getattr(model, "_initial_epoch", None) or initial_epoch
+        # kerasseq's AtomicBackupAndRestore restored its backup in on_train_begin.
+        restored = [r.restored_epoch for r in restorers if r.restored_epoch is not None]
+        initial_epoch = max(restored, default=0) or initial_epoch
         logs = {}
         training_logs = None
         for epoch in range(initial_epoch, epochs):
@@ -320,7 +333,6 @@ class DistributedTrainer:
             if model.stop_training:
                 break
         callbacks.on_train_end(logs=training_logs)
-        model._initial_epoch = None  # as fit leaves it (a later fit starts afresh)
         return model.history
 
     def evaluate(self, x, verbose="auto", callbacks=None, return_dict=True, _callbacks=None):

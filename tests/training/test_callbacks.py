@@ -6,6 +6,7 @@ import pytest
 
 from kerasseq.models import build_rnn_seq2seq
 from kerasseq.training import (
+    DevBleuEarlyStopping,
     MaskedSparseCategoricalCrossentropy,
     NonFiniteLossError,
     ScheduledSampling,
@@ -140,3 +141,38 @@ def test_stop_on_non_finite_loss_checks_weights_and_validation_at_epoch_end():
     assert not all_weights_finite(model)
     with pytest.raises(NonFiniteLossError, match="weights hold NaN or inf after epoch 1"):
         callback.on_epoch_end(0, {"loss": 0.5})
+
+
+def test_dev_bleu_early_stopping_logs_stops_and_restores_the_best_weights(capsys):
+    model, x, y = _regression()
+    references = ["the cat sat on the mat today", "a dog ran in the park"]
+    # dev BLEU per epoch: low, 100 (best), 0, low: patience 2 stops after epoch 4
+    scripted = [["the cat", "a dog"], list(references), ["x", "y"], ["the cat", "a dog"],
+                list(references)]
+    calls, weights = [], []
+
+    def translate(sources, method, batch_size, **search):
+        calls.append((list(sources), method, batch_size, search))
+        return scripted[len(calls) - 1]
+
+    class EpochWeights(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            weights.append(self.model.get_weights())
+
+    model.translate = translate
+    stopper = DevBleuEarlyStopping(["s1", "s2"], references, patience=2, batch_size=7,
+                                   max_length=9)
+    history = model.fit(x, y, epochs=10, batch_size=8, verbose=0,
+                        callbacks=[EpochWeights(), stopper])
+    assert history.epoch == [0, 1, 2, 3]
+    assert history.history["dev_bleu"][1] == pytest.approx(100.0)
+    assert history.history["dev_bleu"][2] == pytest.approx(0.0)
+    assert stopper.best == pytest.approx(100.0) and stopper.best_epoch == 2
+    assert calls[0] == (["s1", "s2"], "greedy", 7, {"max_length": 9})
+    for restored, best in zip(model.get_weights(), weights[1], strict=True):
+        np.testing.assert_array_equal(restored, best)
+    assert "epoch 2: dev BLEU 100.00" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="same length"):
+        DevBleuEarlyStopping(["a"], [], patience=1)
+    with pytest.raises(ValueError, match="patience"):
+        DevBleuEarlyStopping(["a"], ["b"], patience=0)

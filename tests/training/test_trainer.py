@@ -120,3 +120,25 @@ def test_scheduled_sampling_and_a_schedule_follow_the_trainer():
     assert int(model.optimizer.iterations.numpy()) == 6
     assert float(model.optimizer.learning_rate.numpy()) == pytest.approx(1e-2 * 0.5 ** 3, rel=1e-5)
     assert len(history.history["loss"]) == 2
+
+
+def test_resumes_at_the_epoch_the_backup_restored(tmp_path):
+    """The trainer starts where `AtomicBackupAndRestore.restored_epoch` says (no private
+    Keras attribute), and the model is left as fit found it (a later fit starts afresh)."""
+    from kerasseq.training.checkpoints import AtomicBackupAndRestore
+
+    backup_dir = str(tmp_path / "backup")
+    model = compiled_model()
+    first = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
+    history = DistributedTrainer(model).fit(dataset(), epochs=2, verbose=0, callbacks=[first])
+    assert history.epoch == [0, 1] and first.restored_epoch is None
+    resumed = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
+    model = compiled_model()
+    history = DistributedTrainer(model).fit(dataset(), epochs=4, verbose=0, callbacks=[resumed])
+    assert resumed.restored_epoch == 2 and history.epoch == [2, 3]
+    assert resumed.completed_epochs() == 4
+    assert model.fit(dataset(known_length=True), epochs=1, verbose=0).epoch == [0]
+    with pytest.raises(ValueError, match="AtomicBackupAndRestore"):
+        DistributedTrainer(compiled_model()).fit(
+            dataset(), epochs=1, verbose=0,
+            callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "keras_backup"))])

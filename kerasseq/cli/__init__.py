@@ -1,9 +1,23 @@
-"""The `kerasseq` console script: argument parsing without TensorFlow.
+"""The `kerasseq` command line: argument parsing and `main`, standard library only.
+
+    kerasseq train --dataset cmudict --model rnn --epochs 10 --output-dir runs/g2p
+    kerasseq translate runs/g2p hello world --beam 4
+    kerasseq export runs/g2p runs/g2p_export --beam 4
+    kerasseq translate runs/g2p_export hello world
+    kerasseq evaluate runs/g2p --split dev
+    kerasseq train ... --keep-checkpoints 5 --output-dir runs/g2p
+    kerasseq average runs/g2p/averaged.keras runs/g2p        # its last 5 epochs
+    kerasseq translate runs/g2p/model.keras,runs/g2p_b/model.keras hello   # an ensemble
+    kerasseq demo
+
+Entry points: the `kerasseq` console script (`kerasseq.cli:main`),
+`python -m kerasseq` and `python -m kerasseq.cli`.
 
 `kerasseq --help`, `kerasseq COMMAND --help` and argument errors are answered
-here, before anything heavy is imported (this module lives outside the
-`kerasseq` package, whose `__init__` imports TensorFlow and Keras). Only a
-command that runs imports `kerasseq.cli`, where the commands live. The
+here, before anything heavy is imported (`import kerasseq` loads its public
+names lazily, so this package imports neither TensorFlow nor Keras). Only a
+command that runs imports `kerasseq.cli.commands`, where the commands live.
+The parser holds every option's default: the commands read `args.NAME`. The
 command line silences TensorFlow's native logging (`TF_CPP_MIN_LOG_LEVEL=3`
 and, for the lines TensorFlow 2.21 prints regardless, `quiet_native_logs`)
 unless the user set `TF_CPP_MIN_LOG_LEVEL`, so `kerasseq translate` prints
@@ -20,17 +34,11 @@ import math
 import os
 import sys
 
+from kerasseq._messages import first_line
+
 
 class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
-
-
-def _first_line(error):
-    """The first non-blank line of an exception's message (or its type name)."""
-    for line in str(error).splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
 
 
 # ------------------------------------------------------------------- parser
@@ -60,34 +68,24 @@ class OneLineErrorParser(argparse.ArgumentParser):
         return namespace
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _bounded(convert, inside, expected):
+    """An argparse type: `convert(text)` if `inside(value)`, else "expected EXPECTED, got TEXT"."""
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not inside(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _fraction(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return value
+_positive_int = _bounded(int, lambda value: value >= 1, "a positive integer")
+_non_negative_int = _bounded(int, lambda value: value >= 0, "an integer >= 0")
+_fraction = _bounded(float, lambda value: 0.0 <= value <= 1.0, "a number in [0, 1]")
 
 
 def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
@@ -160,6 +158,45 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
 
 
+def _add_run_arguments(parser, output_dir):
+    """The options of a training run (`train`, `demo`): `output_dir` None makes it required."""
+    if output_dir is None:
+        parser.add_argument("--output-dir", required=True)
+    else:
+        parser.add_argument("--output-dir", default=output_dir)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over: delete this run's model, backup, history and "
+                        "summary in --output-dir first (by default a rerun resumes an "
+                        "interrupted run, continues a finished one with a larger "
+                        "--epochs, or does nothing)")
+    parser.add_argument("--keep-checkpoints", type=_positive_int, default=None, metavar="N",
+                        help="also save the model of every epoch as OUTPUT_DIR/checkpoints/"
+                        "epoch_XXX.keras and keep the last N, for `kerasseq average`")
+    parser.add_argument("--strategy", default="default",
+                        choices=["default", "mirrored", "multi_worker"],
+                        help="tf.distribute strategy: default (one device), mirrored (all "
+                        "local GPUs) or multi_worker (one process per worker, cluster from "
+                        "TF_CONFIG; run the same command on every worker; see "
+                        "docs/distributed.md)")
+    parser.add_argument("--collective-timeout", type=_finite_float(0.0, open_minimum=True),
+                        default=None, metavar="SECONDS",
+                        help="multi_worker: end the run with an error when an all-reduce "
+                        "waits longer than this for the other workers, e.g. a stuck one "
+                        "(default: no timeout; a worker process that dies is noticed "
+                        "anyway, by its heartbeats). TensorFlow starts a thread per "
+                        "collective to time it: a debugging aid more than a default")
+    parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                        help="do not write TensorBoard logs to OUTPUT_DIR/tensorboard")
+    parser.add_argument("--tensorboard-sources", type=_non_negative_int, default=200,
+                        metavar="N", help="dev sources translated (greedy) after every "
+                        "epoch for the TensorBoard dev score and attention image "
+                        "(default 200; 0: none)")
+    # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
+    # every training batch and report it on stderr, to interrupt mid-epoch.
+    parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
+                        help=argparse.SUPPRESS)
+
+
 def _add_search_arguments(parser, export=False):
     parser.add_argument("--beam", type=_positive_int, default=None,
                         help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
@@ -185,38 +222,7 @@ def make_parser():
 
     train_parser = commands.add_parser("train", help="train a model")
     _add_model_arguments(train_parser, epochs=10, max_train=None, evaluate_words=2000)
-    train_parser.add_argument("--output-dir", required=True)
-    train_parser.add_argument("--overwrite", action="store_true",
-                              help="start over: delete this run's model, backup, history and "
-                              "summary in --output-dir first (by default a rerun resumes an "
-                              "interrupted run, continues a finished one with a larger "
-                              "--epochs, or does nothing)")
-    train_parser.add_argument("--keep-checkpoints", type=_positive_int, default=None, metavar="N",
-                              help="also save the model of every epoch as OUTPUT_DIR/checkpoints/"
-                              "epoch_XXX.keras and keep the last N, for `kerasseq average`")
-    train_parser.add_argument("--strategy", default="default",
-                              choices=["default", "mirrored", "multi_worker"],
-                              help="tf.distribute strategy: default (one device), mirrored (all "
-                              "local GPUs) or multi_worker (one process per worker, cluster from "
-                              "TF_CONFIG; run the same command on every worker; see "
-                              "docs/distributed.md)")
-    train_parser.add_argument("--collective-timeout", type=_finite_float(0.0, open_minimum=True),
-                              default=None, metavar="SECONDS",
-                              help="multi_worker: end the run with an error when an all-reduce "
-                              "waits longer than this for the other workers, e.g. a stuck one "
-                              "(default: no timeout; a worker process that dies is noticed "
-                              "anyway, by its heartbeats). TensorFlow starts a thread per "
-                              "collective to time it: a debugging aid more than a default")
-    train_parser.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
-                              help="do not write TensorBoard logs to OUTPUT_DIR/tensorboard")
-    train_parser.add_argument("--tensorboard-sources", type=_non_negative_int, default=200,
-                              metavar="N", help="dev sources translated (greedy) after every "
-                              "epoch for the TensorBoard dev score and attention image "
-                              "(default 200; 0: none)")
-    # Testing aid (tests/test_resume.py), hidden from --help: sleep SECONDS after
-    # every training batch and report it on stderr, to interrupt mid-epoch.
-    train_parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
-                              help=argparse.SUPPRESS)
+    _add_run_arguments(train_parser, output_dir=None)
     train_parser.set_defaults(handler="command_train")
 
     translate_parser = commands.add_parser("translate", help="translate texts")
@@ -275,7 +281,7 @@ def make_parser():
 
     demo_parser = commands.add_parser("demo", help="train a small G2P model and translate")
     _add_model_arguments(demo_parser, epochs=5, max_train=10000, evaluate_words=500)
-    demo_parser.add_argument("--output-dir", default="runs/demo")
+    _add_run_arguments(demo_parser, output_dir="runs/demo")
     demo_parser.set_defaults(handler="command_demo")
     return parser
 
@@ -322,20 +328,28 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported
     with quiet_native_logs() if quiet else contextlib.nullcontext():
         try:
-            commands = importlib.import_module("kerasseq.cli")  # imports TensorFlow
+            commands = importlib.import_module("kerasseq.cli.commands")  # imports TensorFlow
             getattr(commands, args.handler)(args)
         except CLIError as error:
             print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
             return 2
         except (ValueError, FileNotFoundError) as error:
-            print(f"kerasseq {args.command}: error: {_first_line(error)}", file=sys.stderr)
+            print(f"kerasseq {args.command}: error: {first_line(error)}", file=sys.stderr)
             return 2
     return 0
 
 
-if __name__ == "__main__":
-    # `python -m kerasseq_cli`: run the importable module, not this `__main__` copy, so
-    # that the `CLIError` that kerasseq.cli raises is the class `main` catches.
-    import kerasseq_cli
+def __getattr__(name):
+    """The commands' helpers (`load_model`, `train`, ...) under their old address.
 
-    sys.exit(kerasseq_cli.main())
+    They lived in the module `kerasseq.cli` before it became a package; they
+    now live in `kerasseq.cli.commands` (which imports TensorFlow, so only
+    when asked for).
+    """
+    if name.startswith("__") or name == "commands":  # (the import system asks for these)
+        raise AttributeError(f"module 'kerasseq.cli' has no attribute {name!r}")
+    commands = importlib.import_module("kerasseq.cli.commands")
+    try:
+        return getattr(commands, name)
+    except AttributeError:
+        raise AttributeError(f"module 'kerasseq.cli' has no attribute {name!r}") from None

@@ -1,17 +1,11 @@
-"""The `kerasseq` command line: train, translate, evaluate, demo, export, average.
+"""The commands of the `kerasseq` command line (train, translate, evaluate, demo,
+export, average); `kerasseq.cli` parses the arguments and calls them.
 
-    kerasseq train --dataset cmudict --model rnn --epochs 10 --output-dir runs/g2p
-    kerasseq translate runs/g2p hello world --beam 4
-    kerasseq export runs/g2p runs/g2p_export --beam 4
-    kerasseq translate runs/g2p_export hello world
-    kerasseq evaluate runs/g2p --split dev
-    kerasseq train ... --keep-checkpoints 5 --output-dir runs/g2p
-    kerasseq average runs/g2p/averaged.keras runs/g2p        # its last 5 epochs
-    kerasseq translate runs/g2p/model.keras,runs/g2p_b/model.keras hello   # an ensemble
-    kerasseq demo
-
-Every command exits with 0 on success, 2 on bad arguments or unusable inputs
-(a one-line message on stderr), 1 on other failures.
+Imported by `kerasseq.cli.main` only when a command runs: this module imports
+TensorFlow (through kerasseq). The defaults of every option live in the
+parser (`kerasseq.cli.make_parser`); the commands read `args.NAME`. A user
+error is a `CLIError` (or a `ValueError` / `FileNotFoundError`), which `main`
+prints as one line, `kerasseq COMMAND: error: ...`, with exit status 2.
 """
 
 import json
@@ -19,83 +13,11 @@ import os
 import sys
 import time
 
-from kerasseq_cli import (  # noqa: F401  (the parser lives outside the package: fast --help)
-    CLIError,
-    _finite_float,
-    _first_line,
-    _fraction,
-    _positive_int,
-    main,
-    make_parser,
-)
+from kerasseq.cli import CLIError, first_line
+from kerasseq.data.datasets import load_pairs, spread_sample
 
 
-# --------------------------------------------------------------------- data
-def load_pairs(dataset, split, limit=None, on_bad_line="error"):
-    """`(pairs, references)` for a dataset spec: "cmudict" or "tsv:PATH".
-
-    `pairs` are (source, target) training pairs; `references` maps each
-    distinct source to all its acceptable targets (for evaluation).
-    `on_bad_line` ("error" or "skip") is for TSV lines with too few columns
-    or invalid UTF-8 (`--on-bad-line`).
-    """
-    from kerasseq.data import entries_to_pairs, load_cmudict, load_tsv_pairs
-
-    if dataset == "cmudict":
-        entries = _spread_sample(load_cmudict(split), limit)
-        return entries_to_pairs(entries), dict(entries)
-    if dataset.startswith("tsv:"):
-        path = dataset[4:]
-        if not os.path.exists(path):
-            raise CLIError(f"--dataset {dataset}: no such file: {path}")
-        pairs = load_tsv_pairs(path, on_bad_line=on_bad_line)
-        pairs = _spread_sample(_split_tsv(pairs, split), limit)
-        references = {}
-        for source, target in pairs:
-            references.setdefault(source, []).append(target)
-        return pairs, references
-    if dataset.startswith("tfds:"):
-        pairs = _load_tfds(dataset, split, limit)
-        references = {}
-        for source, target in pairs:
-            references.setdefault(source, []).append(target)
-        return pairs, references
-    raise CLIError(
-        f"--dataset must be 'cmudict', 'tsv:PATH' or 'tfds:NAME'. Received: {dataset!r}"
-    )
-
-
-def _load_tfds(dataset, split, limit):
-    """Pairs of a TFDS translation dataset; train/dev/test = train/validation/test."""
-    from kerasseq.data.tfds import TFDS_SPLITS, load_tfds_pairs
-
-    if split not in TFDS_SPLITS:
-        raise CLIError(f"--split must be train, dev or test. Received: {split!r}")
-    try:
-        return load_tfds_pairs(dataset[5:], TFDS_SPLITS[split], limit=limit)
-    except Exception as error:  # noqa: BLE001  (download, name or format problems: one line)
-        raise CLIError(f"--dataset {dataset}: could not load split {TFDS_SPLITS[split]!r}: "
-                       f"{_first_line(error)}") from None
-
-
-def _spread_sample(items, limit):
-    """At most `limit` items spread evenly over the list (CMUdict is sorted
-    alphabetically, so the first N words would all start with "a")."""
-    if not limit or limit >= len(items):
-        return items
-    stride = len(items) / limit
-    return [items[int(i * stride)] for i in range(limit)]
-
-
-def _split_tsv(pairs, split):
-    """Deterministic 90/5/5 split of a TSV file by line index (train/dev/test)."""
-    index_split = {"train": lambda i: i % 20 < 18, "dev": lambda i: i % 20 == 18,
-                   "test": lambda i: i % 20 == 19, "all": lambda i: True}
-    if split not in index_split:
-        raise CLIError(f"--split must be train, dev, test or all. Received: {split!r}")
-    return [pair for i, pair in enumerate(pairs) if index_split[split](i)]
-
-
+# --------------------------------------------------------------- tokenizers
 def _tokenizers_for(dataset, pairs, tokenizer="default", vocabulary_size=None):
     """`(source_tokenizer, target_tokenizer)` learned on the training `pairs`.
 
@@ -163,7 +85,7 @@ def make_optimizer(args):
 
     from kerasseq.training import transformer_optimizer
 
-    if getattr(args, "warmup_steps", None):
+    if args.warmup_steps:
         width = args.d_model if args.model == "transformer" else args.units
         return transformer_optimizer(width, warmup_steps=args.warmup_steps, clipnorm=args.clipnorm)
     return keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm)
@@ -190,7 +112,7 @@ def load_model(path):
     except Exception as error:  # noqa: BLE001  (reported as one line)
         # Keras errors span many lines (the whole config); keep the first.
         raise CLIError(f"{model_file!r} is not a loadable kerasseq model: "
-                       f"{_first_line(error)}") from None
+                       f"{first_line(error)}") from None
     if not hasattr(model, "decode_step"):
         raise CLIError(f"{model_file!r} is a Keras model but not a kerasseq seq2seq model")
     return model
@@ -208,7 +130,7 @@ def load_ensemble(paths):
     try:
         return Ensemble(models)
     except (TypeError, ValueError) as error:
-        raise CLIError(f"cannot ensemble {','.join(paths)}: {_first_line(error)}") from None
+        raise CLIError(f"cannot ensemble {','.join(paths)}: {first_line(error)}") from None
 
 
 def _slow_batches_callback(seconds):
@@ -243,8 +165,8 @@ def _tensorboard_callbacks(args, run, dev_references):
 
     log_dir = run.path(TENSORBOARD_DIR)
     callbacks = [keras.callbacks.TensorBoard(log_dir, write_graph=False)]
-    count = getattr(args, "tensorboard_sources", 200)
-    sources = _spread_sample(sorted(dev_references), count) if count else []
+    count = args.tensorboard_sources
+    sources = spread_sample(sorted(dev_references), count) if count else []
     if sources:
         metric = "wer" if args.dataset == "cmudict" else "bleu"
         callbacks.append(TranslationSummaries(log_dir, sources,
@@ -273,11 +195,11 @@ def train(args):
     from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
     from kerasseq.training.trainer import WorkerLostError, sharded_dataset_fn
 
-    strategy_name = getattr(args, "strategy", "default")
+    strategy_name = args.strategy
     try:
         # First: MultiWorkerMirroredStrategy must exist before TensorFlow runs anything.
         strategy = get_strategy(strategy_name, collective_timeout=(
-            getattr(args, "collective_timeout", None) if strategy_name == "multi_worker" else None))
+            args.collective_timeout if strategy_name == "multi_worker" else None))
     except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
         raise CLIError(str(error)) from None
     multi_worker = strategy_name == "multi_worker"
@@ -286,7 +208,7 @@ def train(args):
                        f"of the {strategy.num_replicas_in_sync} replicas")
     keras.utils.set_random_seed(args.seed)
     try:
-        run = TrainingRun(args.output_dir, overwrite=getattr(args, "overwrite", False),
+        run = TrainingRun(args.output_dir, overwrite=args.overwrite,
                           strategy=strategy)
         status = run.status(args.epochs)
     except (ValueError, WorkerLostError) as error:
@@ -296,14 +218,14 @@ def train(args):
               "to do (a larger --epochs continues it, --overwrite starts over)")
         return load_model(run.model_path) if run.is_chief else None
     completed_epochs = run.completed_epochs()
-    on_bad_line = getattr(args, "on_bad_line", "error")
+    on_bad_line = args.on_bad_line
     train_pairs, _ = load_pairs(args.dataset, "train", args.max_train_examples, on_bad_line)
     dev_pairs, dev_references = load_pairs(args.dataset, "dev", args.max_dev_examples,
                                            on_bad_line)
     try:
         source_tokenizer, target_tokenizer = run.tokenizers(
-            *_tokenizers_for(args.dataset, train_pairs, getattr(args, "tokenizer", "default"),
-                             getattr(args, "vocabulary_size", None)))
+            *_tokenizers_for(args.dataset, train_pairs, args.tokenizer,
+                             args.vocabulary_size))
     except ValueError as error:
         raise CLIError(str(error)) from None
     with strategy.scope():
@@ -328,21 +250,21 @@ def train(args):
         # Several replicas: batch sizes must divide evenly (see pad_batches_to_multiple).
         train_data = pad_batches_to_multiple(train_data, strategy.num_replicas_in_sync)
         dev_data = pad_batches_to_multiple(dev_data, strategy.num_replicas_in_sync)
-    extra = [_slow_batches_callback(args.slow_batches)] if getattr(args, "slow_batches", 0) else []
-    if run.is_chief and getattr(args, "tensorboard", True):  # (the chief only writes files)
+    extra = [_slow_batches_callback(args.slow_batches)] if args.slow_batches else []
+    if run.is_chief and args.tensorboard:  # (the chief only writes files)
         extra += _tensorboard_callbacks(args, run, dev_references)
     started = time.time()
     try:
         history = run.fit(model, train_data, dev_data, epochs=args.epochs,
                           verbose=args.verbose, callbacks=extra,
-                          keep_checkpoints=getattr(args, "keep_checkpoints", None) or 0)
+                          keep_checkpoints=args.keep_checkpoints or 0)
     except (NonFiniteLossError, WorkerLostError) as error:
         raise CLIError(str(error)) from None
     summary = {"train_seconds": round(time.time() - started, 1), "epochs": args.epochs,
                "initial_epoch": completed_epochs, "epochs_run": len(history.epoch),
                "parameters": int(model.count_params()), "train_pairs": len(train_pairs)}
     if args.dataset == "cmudict" and args.evaluate_words:
-        words = _spread_sample(list(dev_references), args.evaluate_words)
+        words = spread_sample(list(dev_references), args.evaluate_words)
         # A quick greedy check after training (labelled so); `kerasseq evaluate`
         # scores with the shared search defaults (beam 4).
         summary["dev"] = evaluate_g2p(model, words, [dev_references[w] for w in words],
@@ -388,7 +310,7 @@ def _search_kwargs(args):
     (beam search, 4 beams, `jit_compile="auto"`), the same as the Python API
     and `kerasseq export`. `--beam 1` is greedy search.
     """
-    beam, nbest = getattr(args, "beam", None), getattr(args, "nbest", None)
+    beam, nbest = args.beam, args.nbest
     search = {}
     if beam is not None:
         search.update(method="beam", num_beams=beam) if beam > 1 else search.update(method="greedy")
@@ -398,9 +320,9 @@ def _search_kwargs(args):
             raise CLIError(f"--nbest {nbest} needs --beam N with N >= {nbest}")
         if num_beams > 1:
             search["num_return"] = nbest
-    if getattr(args, "length_penalty", None) is not None:
+    if args.length_penalty is not None:
         search["length_penalty"] = args.length_penalty
-    jit = getattr(args, "jit", "auto")
+    jit = args.jit
     search["jit_compile"] = {"on": True, "off": False}.get(jit, "auto")
     return search
 
@@ -439,7 +361,7 @@ def load_saved_model_translator(path, args):
     try:
         translator = tf.saved_model.load(path)
     except Exception as error:  # noqa: BLE001  (reported as one line)
-        raise CLIError(f"{path!r} is not a loadable SavedModel: {_first_line(error)}") from None
+        raise CLIError(f"{path!r} is not a loadable SavedModel: {first_line(error)}") from None
     nbest = args.nbest if args.nbest and args.nbest > 1 else None
     name, output = (NBEST_SIGNATURE, "translations") if nbest else (SERVING_SIGNATURE, "translation")
     signature = _text_signature(translator, name, output, path, METADATA_PATH)
@@ -510,7 +432,7 @@ def _pharaoh(links):
 
 
 def command_translate(args):
-    alignments = getattr(args, "alignments", False)
+    alignments = args.alignments
     if is_saved_model(args.model_dir):
         if alignments:
             raise CLIError("--alignments needs a .keras model (its attention); a SavedModel "
@@ -518,8 +440,8 @@ def command_translate(args):
         translate = load_saved_model_translator(args.model_dir, args)
     else:
         model, search = load_model(args.model_dir), _search_kwargs(args)
-        layer = _layer_or_head("alignment-layer", getattr(args, "alignment_layer", "-1"))
-        head = _layer_or_head("alignment-head", getattr(args, "alignment_head", "mean"))
+        layer = _layer_or_head("alignment-layer", args.alignment_layer)
+        head = _layer_or_head("alignment-head", args.alignment_head)
 
         def translate(texts):
             if not alignments:
@@ -554,7 +476,7 @@ def command_translate(args):
 def command_evaluate(args):
     model = load_model(args.model_dir)
     _, references = load_pairs(args.dataset, args.split, args.limit,
-                               getattr(args, "on_bad_line", "error"))
+                               args.on_bad_line)
     sources = list(references)
     check_vocabulary_match(model, sources, args)
     search = _search_kwargs(args)
@@ -692,6 +614,3 @@ def command_demo(args):
           f"  .venv/bin/kerasseq translate {args.output_dir} tensorflow --beam 4")
     keras.backend.clear_session()
 
-
-if __name__ == "__main__":
-    sys.exit(main())
