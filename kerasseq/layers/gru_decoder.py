@@ -176,7 +176,11 @@ class GRUDecoder(keras.layers.Layer):
             vocab_size, dtype=dtype.variable_dtype, name="output_dense"
         )
         self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        # With seed=None the generator draws its seed from Keras' global
+        # seeding; it is created in build(), after every sublayer has drawn
+        # the seeds of its initializers, so that the initial weights under
+        # `keras.utils.set_random_seed` are those of a fixed-seed generator.
+        self.seed_generator = None if seed is None else keras.random.SeedGenerator(seed)
 
     @property
     def uses_context(self):
@@ -202,6 +206,8 @@ class GRUDecoder(keras.layers.Layer):
             step_input_dim += context_dim
         self.cell.build((batch_size, step_input_dim))
         self.output_dense.build((batch_size, self.units + context_dim))
+        if self.seed_generator is None:
+            self.seed_generator = keras.random.SeedGenerator(None)
         self.sampling_probability = self.add_weight(
             name="sampling_probability",
             shape=(),
