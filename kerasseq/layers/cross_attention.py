@@ -3,7 +3,11 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._deprecation import renamed_argument, renamed_method, warn_deprecated
+from kerasseq.layers._deprecation import (
+    renamed_argument,
+    renamed_method,
+    warn_deprecated,
+)
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     _executing_eagerly,

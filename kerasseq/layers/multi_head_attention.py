@@ -24,7 +24,6 @@ from kerasseq._validation import check_positive_int
 from kerasseq.layers._attention_math import MASK_VALUE, masked_softmax
 from kerasseq.layers._deprecation import renamed_method, warn_deprecated
 
-
 # The fill value of the one masked softmax, under the name examples import.
 _MASK_VALUE = MASK_VALUE
 

@@ -309,7 +309,7 @@ class TransformerDecoderBlock(keras.layers.Layer):
         names = ["cross_key", "cross_value", "source_padding_mask", "training"]
         if len(args) > len(names):
             raise TypeError(f"call_step() got {len(args) + 3} positional arguments.")
-        values = dict(zip(names, args))
+        values = dict(zip(names[: len(args)], args, strict=True))
         cross_key = values.get("cross_key", cross_key)
         cross_value = values.get("cross_value", cross_value)
         source_padding_mask = values.get("source_padding_mask", source_padding_mask)

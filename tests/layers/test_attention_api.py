@@ -16,8 +16,9 @@ from kerasseq.layers import (
     RecurrentAttention,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
+    _attention_math,
+    multi_head_attention,
 )
-from kerasseq.layers import _attention_math, multi_head_attention
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 4, 8)).astype("float32")
