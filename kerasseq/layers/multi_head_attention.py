@@ -160,6 +160,9 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         value_mask, key_mask: filled by Keras from the masks carried by
             `value` and `key` (merged with `attention_mask`). Queries are not
             masked: a padding query's row is computed and meaningless.
+        cache, cache_index: deprecated (removed in the next release, they
+            warn): the cached call before issue 24, with four return shapes;
+            use `call_step`.
 
     Returns:
         As `keras.layers.MultiHeadAttention`: `output` `(batch_size,

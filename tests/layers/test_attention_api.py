@@ -146,3 +146,13 @@ def test_gru_decoder_seed_is_in_its_config():
     decoder = GRUDecoder(vocab_size=9, embedding_dim=4, units=8, seed=3)
     assert decoder.get_config()["seed"] == 3
     assert GRUDecoder(vocab_size=9, embedding_dim=4, units=8).get_config()["seed"] is None
+
+
+def test_multi_head_attention_honours_the_keras_mask_of_value():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    token_ids = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 1]])
+    value = keras.layers.Embedding(10, 8, mask_zero=True)(token_ids)
+    implicit, scores = layer(X, value, return_attention_scores=True)
+    explicit = layer(X, value, attention_mask=(token_ids != 0)[:, None, :])
+    np.testing.assert_allclose(implicit, explicit, atol=1e-6)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(scores)[0, :, :, 3:], 0.0)
