@@ -17,6 +17,7 @@ from kerasseq.layers.positional_embedding import (
     PositionalEmbedding,
     positional_encoding,
 )
+from kerasseq.layers.recurrent_attention import RecurrentAttention
 from kerasseq.layers.transformer_decoder_block import TransformerDecoderBlock
 from kerasseq.layers.transformer_encoder_block import TransformerEncoderBlock
 
@@ -32,6 +33,7 @@ __all__ = [
     "LuongAttention",
     "MultiHeadAttention",
     "PositionalEmbedding",
+    "RecurrentAttention",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "positional_encoding",

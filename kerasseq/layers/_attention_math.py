@@ -1,30 +1,51 @@
-"""Masked softmax and the additive score shared by the recurrent attention layers."""
+"""The one masked softmax of kerasseq, and the additive score of the recurrent attentions."""
 
 from keras import ops
+
+# Masked scores are filled with this value *after* the scores are cast to
+# float32, so it is finite whatever the compute dtype (float16 included:
+# its largest finite value is 65504).
+MASK_VALUE = -1e9
 
 
 def masked_softmax(scores, mask=None):
     """Softmax over the last axis that gives masked positions zero weight.
 
-    A row whose positions are all masked (an empty source) gets all-zero
-    weights, never NaN.
+    Computed in float32 whatever the dtype of `scores` (the sum of
+    exponentials is more exact, and the fill value stays finite). A row whose
+    positions are all masked (an empty source, a padding query under a
+    causal mask) gets all-zero weights, never NaN and never uniform.
+
+    Used by every attention layer of kerasseq: `BahdanauAttention`,
+    `LuongAttention`, `MultiHeadAttention` (and so `GlobalSelfAttention`,
+    `CausalSelfAttention`, `CrossAttention`) and
+    `scaled_dot_product_attention`.
 
     Args:
-        scores: float tensor `(batch_size, source_length)`.
-        mask: optional bool tensor `(batch_size, source_length)`, True = real.
+        scores: float tensor `(..., source_length)`, e.g. `(batch_size,
+            source_length)` or `(batch_size, num_heads, target_length,
+            source_length)`.
+        mask: optional bool tensor broadcastable to `scores`, True = may be
+            attended.
 
     Returns:
-        float32 tensor `(batch_size, source_length)`.
+        float32 tensor of the shape of `scores`.
+
+    Example:
+
+    >>> weights = masked_softmax(np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]),
+    ...                          np.array([[True, True, False], [False, False, False]]))
+    >>> np.round(ops.convert_to_numpy(weights), 3)
+    array([[0.269, 0.731, 0.   ],
+           [0.   , 0.   , 0.   ]], dtype=float32)
     """
-    # Computed in float32 whatever the compute dtype: -1e9 overflows float16
-    # (largest finite value 65504), and the sum of exponentials is more exact.
     scores = ops.cast(scores, "float32")
     if mask is None:
         return ops.softmax(scores, axis=-1)
     mask = ops.cast(mask, "bool")
-    scores = ops.where(mask, scores, ops.full_like(scores, -1e9))
-    weights = ops.softmax(scores, axis=-1)
-    return weights * ops.cast(mask, weights.dtype)
+    weights = ops.softmax(ops.where(mask, scores, MASK_VALUE), axis=-1)
+    # A row with no visible position would otherwise be uniform; make it zero.
+    return ops.where(mask, weights, 0.0)
 
 
 def additive_score(hidden, score_dense):

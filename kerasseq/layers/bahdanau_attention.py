@@ -3,12 +3,13 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._attention_math import additive_score, masked_softmax
+from kerasseq.layers._attention_math import additive_score
 from kerasseq.layers._validation import check_positive_int
+from kerasseq.layers.recurrent_attention import RecurrentAttention
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class BahdanauAttention(keras.layers.Layer):
+class BahdanauAttention(RecurrentAttention):
     """Additive attention with the previous decoder state as the query.
 
     For decoder step t, with previous state s_{t-1} and encoder outputs h_i:
@@ -27,13 +28,18 @@ class BahdanauAttention(keras.layers.Layer):
         units: int, size of the hidden layer of the scoring MLP.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
+    The softmax, the context and the masks are `RecurrentAttention`'s, the
+    base it shares with `LuongAttention`; this class adds the score.
+
     Call arguments:
         query: `(batch_size, query_dim)`: the previous decoder state s_{t-1}.
         values: `(batch_size, source_length, value_dim)`: encoder outputs h_i.
-        mask: optional bool `(batch_size, source_length)`, True = real token.
-            Without it, the Keras mask carried by `values` is used.
+        encoder_padding_mask: optional bool `(batch_size, source_length)`,
+            True = real token. Without it, the Keras mask carried by `values`
+            is used.
         keys: optional `(batch_size, source_length, units)` from
             `precompute_keys(values)`, to skip recomputing W_2 h_i.
+        mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(context, attention_weights)`: `(batch_size, value_dim)` and
@@ -59,8 +65,8 @@ class BahdanauAttention(keras.layers.Layer):
         self.key_dense = keras.layers.Dense(units, use_bias=True, dtype=dtype, name="key_dense")
         self.score_dense = keras.layers.Dense(1, use_bias=False, dtype=dtype, name="score_dense")
 
-    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
-              values_mask_shape=None):
+    def build(self, query_shape, values_shape, encoder_padding_mask_shape=None,
+              keys_shape=None, values_mask_shape=None, mask_shape=None):
         self.query_dense.build(query_shape)
         self.key_dense.build(values_shape)
         self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))
@@ -74,27 +80,6 @@ class BahdanauAttention(keras.layers.Layer):
         query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
         hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
         return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
-
-    def call(self, query, values, mask=None, keys=None, values_mask=None):
-        if mask is None:
-            # Keras fills `values_mask` with the mask that travels on `values`
-            # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
-            mask = values_mask
-        if keys is None:
-            keys = self.precompute_keys(values)
-        weights = masked_softmax(self.score(query, keys), mask)
-        weights = ops.cast(weights, values.dtype)
-        context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
-        return context, weights
-
-    def compute_mask(self, *args, **kwargs):
-        # The source mask is consumed here (context and weights are per
-        # query, not per source position): nothing to pass on, no warning.
-        return None
-
-    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
-                             values_mask_shape=None):
-        return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
 
     def get_config(self):
         config = super().get_config()

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kerasseq.layers._deprecation import renamed_argument, renamed_method
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     merge_masks,
@@ -65,20 +66,23 @@ class CausalSelfAttention(BaseAttention):
 
     Call arguments:
         x: `(batch_size, target_length, d_model)`.
-        padding_mask: optional boolean `(batch_size, target_length)`, True on
-            real tokens. If omitted, the Keras mask carried by `x` is used.
+        decoder_padding_mask: optional boolean `(batch_size, target_length)`,
+            True on real tokens. If omitted, the Keras mask carried by `x` is
+            used.
         return_attention_scores: if True, also return the attention weights.
         training: Python bool or `None` (dropout).
-        mask: filled by Keras from `x`'s mask; prefer `padding_mask`.
+        mask: filled by Keras from `x`'s mask; pass `decoder_padding_mask`.
+        padding_mask: deprecated name of `decoder_padding_mask`.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
         `return_attention_scores=True` also
         `(batch_size, num_heads, target_length, target_length)`.
 
-    Incremental decoding (`call_step`): the cache is a tuple
-    `(key_cache, value_cache)`, each `(batch_size, max_length, num_heads,
-    key_dim)`, created by `init_cache`.
+    Incremental decoding: `build_cache(batch_size, max_length)` gives a zero
+    cache `(key_cache, value_cache)`, each `(batch_size, max_length,
+    num_heads, key_dim)`; `call_step(x_step, step_index, cache)` returns
+    `(outputs, cache, attention_scores)`.
 
     Example:
 
@@ -94,29 +98,42 @@ class CausalSelfAttention(BaseAttention):
     def call(
         self,
         x,
-        padding_mask=None,
+        decoder_padding_mask=None,
         return_attention_scores=False,
         training=None,
         mask=None,
+        padding_mask=None,
     ):
-        padding_mask = mask if padding_mask is None else padding_mask
+        decoder_padding_mask = renamed_argument(
+            "CausalSelfAttention", "padding_mask", padding_mask,
+            "decoder_padding_mask", decoder_padding_mask,
+        )
+        decoder_padding_mask = mask if decoder_padding_mask is None else decoder_padding_mask
         target_length = ops.shape(x)[1]
         attention_mask = merge_masks(
             causal_attention_mask(target_length, target_length),
-            padding_to_attention_mask(padding_mask),
+            padding_to_attention_mask(decoder_padding_mask),
         )
         # (batch_size or 1, target_length, target_length)
         outputs, attention_scores = self._attend_add_and_norm(x, attention_mask, training)
         return (outputs, attention_scores) if return_attention_scores else outputs
 
-    def init_cache(self, batch_size, max_length):
+    def build_cache(self, batch_size, max_length):
         """Zero key/value cache: tuple of two `(batch_size, max_length, num_heads, key_dim)`."""
         shape = (batch_size, max_length, self.num_heads, self.key_dim)
         zeros = ops.zeros(shape, dtype=self.compute_dtype)
         return zeros, zeros
 
-    def call_step(self, x_step, step_index, cache, training=False):
+    init_cache = renamed_method("init_cache", "build_cache")
+
+    def call_step(
+        self, x_step, step_index, cache, *, encoder_padding_mask=None, training=False
+    ):
         """Runs the positions starting at `step_index` against the cached prefix.
+
+        The `call_step` of every attention layer and block of kerasseq takes
+        `(x_step, step_index, cache, *, encoder_padding_mask, training)` and
+        returns `(outputs, cache, attention_scores)`.
 
         Args:
             x_step: `(batch_size, step_length, d_model)`, usually `step_length=1`.
@@ -124,24 +141,37 @@ class CausalSelfAttention(BaseAttention):
                 tensor); its keys/values are written there into the cache.
             cache: tuple `(key_cache, value_cache)`, each
                 `(batch_size, max_length, num_heads, key_dim)`.
+            encoder_padding_mask: must be `None` (self-attention sees no
+                encoder); an error otherwise.
             training: Python bool (dropout); False for decoding.
 
         Returns:
-            `(outputs, new_cache)`: outputs `(batch_size, step_length, d_model)`
-            equal to the rows of the full causal call at those positions.
+            `(outputs, cache, attention_scores)`: outputs `(batch_size,
+            step_length, d_model)` equal to the rows of the full causal call at
+            those positions, the updated cache, and the self-attention weights
+            `(batch_size, num_heads, step_length, max_length)`.
         """
+        if step_index is None:
+            raise ValueError(
+                "CausalSelfAttention.call_step needs step_index, the position whose "
+                "keys/values are written into the cache. Received: step_index=None"
+            )
+        if encoder_padding_mask is not None:
+            raise ValueError(
+                "CausalSelfAttention attends no encoder outputs: encoder_padding_mask "
+                "must be None."
+            )
         max_length = ops.shape(cache[0])[1]
         attention_mask = causal_attention_mask(
             ops.shape(x_step)[1], max_length, query_offset=step_index
         )
         # (1, step_length, max_length)
-        normed = self._pre_norm(x_step)
-        attention_output, cache = self.attention(
-            normed,
-            normed,
+        attention_output, cache, attention_scores = self.attention.call_step(
+            self._pre_norm(x_step),
+            step_index,
+            cache,
             attention_mask=attention_mask,
-            cache=cache,
-            cache_index=step_index,
             training=training,
         )
-        return self._add_and_norm(x_step, attention_output, training), cache
+        outputs = self._add_and_norm(x_step, attention_output, training)
+        return outputs, cache, attention_scores

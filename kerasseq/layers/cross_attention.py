@@ -3,6 +3,11 @@
 import keras
 from keras import ops
 
+from kerasseq.layers._deprecation import (
+    renamed_argument,
+    renamed_method,
+    warn_deprecated,
+)
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     _executing_eagerly,
@@ -37,23 +42,26 @@ class CrossAttention(BaseAttention):
     Call arguments:
         x: `(batch_size, target_length, d_model)`.
         context: encoder outputs `(batch_size, source_length, context_dim)`.
-        context_mask: optional boolean `(batch_size, source_length)`, True on
-            real source tokens. When omitted, Keras fills it from the mask
-            carried by `context`.
+        encoder_padding_mask: optional boolean `(batch_size, source_length)`,
+            True on real source tokens. When omitted, the Keras mask carried
+            by `context` is used.
         return_attention_scores: if True, also return the attention weights.
         training: Python bool or `None` (dropout).
-        padding_mask: optional boolean `(batch_size, target_length)`, True on
-            real target positions. Unused (queries need no mask); accepted so
-            that callers may pass every sublayer the same arguments.
+        context_mask: the slot Keras fills with the mask carried by `context`
+            (Keras' `<argument>_mask` convention); pass `encoder_padding_mask`.
+        padding_mask: deprecated and without effect (queries need no mask);
+            passing it warns. Removed in the next release.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
         `return_attention_scores=True` also
         `(batch_size, num_heads, target_length, source_length)`.
 
-    Incremental decoding: `compute_cache(context)` projects the context once
-    into `(cross_key, cross_value)`, each `(batch_size, source_length,
-    num_heads, key_dim)`; `call_step` reuses them.
+    Incremental decoding: `build_cache(context)` projects the context once
+    into `(key_cache, value_cache)`, each `(batch_size, source_length,
+    num_heads, key_dim)`; `call_step(x_step, None, cache,
+    encoder_padding_mask=...)` reuses it and returns `(outputs, cache,
+    attention_scores)`.
 
     Example:
 
@@ -75,22 +83,32 @@ class CrossAttention(BaseAttention):
         self,
         x,
         context,
-        context_mask=None,
+        encoder_padding_mask=None,
         return_attention_scores=False,
         training=None,
+        context_mask=None,
         padding_mask=None,
     ):
-        attention_mask = padding_to_attention_mask(context_mask)
+        if padding_mask is not None:
+            warn_deprecated(
+                "`CrossAttention(padding_mask=...)` (it never had an effect: queries "
+                "need no mask)",
+                "nothing",
+                stacklevel=4,
+            )
+        encoder_padding_mask = (
+            context_mask if encoder_padding_mask is None else encoder_padding_mask
+        )
+        attention_mask = padding_to_attention_mask(encoder_padding_mask)
         # (batch_size, 1, source_length)
-        del padding_mask  # unused, see the docstring
         outputs, attention_scores = self._attend_add_and_norm(
             x, attention_mask, training, context=context
         )
         self._remember(attention_scores)
         return (outputs, attention_scores) if return_attention_scores else outputs
 
-    def compute_cache(self, context):
-        """Projects the encoder outputs once: `(cross_key, cross_value)`.
+    def build_cache(self, context):
+        """Projects the encoder outputs once: `(key_cache, value_cache)`.
 
         Args:
             context: `(batch_size, source_length, context_dim)`.
@@ -98,49 +116,83 @@ class CrossAttention(BaseAttention):
         Returns:
             Tuple of two `(batch_size, source_length, num_heads, key_dim)`.
         """
-        return self.attention.compute_key_value(context)
+        return self.attention.build_cache(context)
+
+    compute_cache = renamed_method("compute_cache", "build_cache")
 
     def call_step(
-        self, x_step, cross_key, cross_value, context_mask=None, training=False
+        self, x_step, step_index, cache, *, encoder_padding_mask=None, training=False,
+        context_mask=None,
     ):
-        """Cross-attention for decoding steps, reusing precomputed keys/values.
+        """Cross-attention for decoding steps, reusing the projected encoder outputs.
 
-        Shared source memory. `cross_key` / `cross_value` may have fewer rows
-        than `x_step`: `batch_size = source_rows * group` where the `group`
-        adjacent rows of `x_step` decode the same source (the hypotheses of a
-        beam search, see `kerasseq.decoding.beam_search(shared_state=...)`).
-        The queries of a group are then attended together, as one query
-        sequence of `group * step_length` positions against their source's
-        keys: cross-attention has no causal mask, so every position's result
-        is the same as with keys tiled to `batch_size` rows, without reading
-        `group` copies of them. With `group = 1` this is the plain step.
+        The `call_step` of every attention layer and block of kerasseq takes
+        `(x_step, step_index, cache, *, encoder_padding_mask, training)` and
+        returns `(outputs, cache, attention_scores)`. Cross-attention has no
+        position: its cache is static, so `step_index` must be `None`.
+
+        Shared source memory. The cache may have fewer rows than `x_step`:
+        `batch_size = source_rows * group` where the `group` adjacent rows of
+        `x_step` decode the same source (the hypotheses of a beam search, see
+        `kerasseq.decoding.beam_search(shared_state=...)`). The queries of a
+        group are then attended together, as one query sequence of
+        `group * step_length` positions against their source's keys:
+        cross-attention has no causal mask, so every position's result is the
+        same as with keys tiled to `batch_size` rows, without reading `group`
+        copies of them. With `group = 1` this is the plain step.
 
         Args:
             x_step: `(batch_size, step_length, d_model)`.
-            cross_key: `(source_rows, source_length, num_heads, key_dim)`,
+            step_index: `None`.
+            cache: `(key_cache, value_cache)` from `build_cache`, each
+                `(source_rows, source_length, num_heads, key_dim)`,
                 `source_rows` dividing `batch_size`.
-            cross_value: `(source_rows, source_length, num_heads, key_dim)`.
-            context_mask: optional boolean `(batch_size, source_length)` or
-                `(source_rows, source_length)`.
+            encoder_padding_mask: optional boolean `(batch_size,
+                source_length)` or `(source_rows, source_length)`.
             training: Python bool (dropout); False for decoding.
+            context_mask: deprecated name of `encoder_padding_mask`.
 
         Returns:
-            `(outputs, attention_scores)`: `(batch_size, step_length, d_model)`
-            and `(batch_size, num_heads, step_length, source_length)`.
+            `(outputs, cache, attention_scores)`: `(batch_size, step_length,
+            d_model)`, the cache unchanged, and `(batch_size, num_heads,
+            step_length, source_length)`.
         """
+        encoder_padding_mask = renamed_argument(
+            "CrossAttention.call_step", "context_mask", context_mask,
+            "encoder_padding_mask", encoder_padding_mask,
+        )
+        if not isinstance(cache, (tuple, list)):
+            # Before issue 24: call_step(x_step, cross_key, cross_value, ...).
+            warn_deprecated(
+                "`CrossAttention.call_step(x_step, cross_key, cross_value)`",
+                "`CrossAttention.call_step(x_step, None, (cross_key, cross_value))`, which "
+                "returns (outputs, cache, attention_scores)",
+            )
+            outputs, _, attention_scores = self.call_step(
+                x_step, None, (step_index, cache),
+                encoder_padding_mask=encoder_padding_mask, training=training,
+            )
+            return outputs, attention_scores
+        if step_index is not None:
+            raise ValueError(
+                "CrossAttention attends a static cache (the projected encoder outputs): "
+                f"step_index must be None. Received: step_index={step_index!r}"
+            )
+        key_cache, value_cache = cache
         rows, step_length, d_model = ops.shape(x_step)
-        source_rows, source_length = ops.shape(cross_key)[0], ops.shape(cross_key)[1]
+        source_rows, source_length = ops.shape(key_cache)[0], ops.shape(key_cache)[1]
         normed = ops.reshape(self._pre_norm(x_step), (source_rows, -1, d_model))
         # (source_rows, group * step_length, d_model)
-        if context_mask is not None:
-            context_mask = ops.reshape(context_mask, (source_rows, -1, source_length))[:, 0]
+        if encoder_padding_mask is not None:
+            encoder_padding_mask = ops.reshape(
+                encoder_padding_mask, (source_rows, -1, source_length)
+            )[:, 0]
             # (source_rows, source_length): the rows of a group share their source
-        attention_output, attention_scores, _ = self.attention(
+        attention_output, _, attention_scores = self.attention.call_step(
             normed,
-            normed,
-            attention_mask=padding_to_attention_mask(context_mask),
-            cache=(cross_key, cross_value),
-            return_attention_scores=True,
+            None,
+            (key_cache, value_cache),
+            attention_mask=padding_to_attention_mask(encoder_padding_mask),
             training=training,
         )
         # (source_rows, group * step_length, d_model),
@@ -155,7 +207,7 @@ class CrossAttention(BaseAttention):
             (rows, num_heads, step_length, source_length),
         )  # (batch_size, num_heads, step_length, source_length)
         outputs = self._add_and_norm(x_step, attention_output, training)
-        return outputs, attention_scores
+        return outputs, (key_cache, value_cache), attention_scores
 
     def _remember(self, attention_scores):
         if _executing_eagerly():

@@ -3,6 +3,7 @@
 import keras
 
 from kerasseq._validation import check_positive_int
+from kerasseq.layers._deprecation import warn_deprecated
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -28,10 +29,9 @@ class FeedForward(keras.layers.Layer):
     Call arguments:
         x: `(batch_size, length, d_model)`.
         training: Python bool or `None` (dropout).
-        padding_mask: optional boolean `(batch_size, length)`, True on real
-            positions. Unused (the network is position-wise and every
-            position is computed); accepted so that a block can pass each
-            sublayer its padding mask.
+        padding_mask: deprecated and without effect (the network is
+            position-wise, every position is computed); passing it warns.
+            Removed in the next release.
 
     Returns:
         `(batch_size, length, d_model)`.
@@ -93,7 +93,13 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, x, training=None, padding_mask=None):
-        del padding_mask  # unused, see the docstring
+        if padding_mask is not None:
+            warn_deprecated(
+                "`FeedForward(padding_mask=...)` (it never had an effect: the network is "
+                "position-wise)",
+                "nothing",
+                stacklevel=4,
+            )
         hidden = self.layer_norm(x) if self.norm_first else x
         hidden = self.output_dense(self.intermediate_dense(hidden))
         x = x + self.dropout_layer(hidden, training=training)

@@ -2,6 +2,7 @@
 
 import keras
 
+from kerasseq.layers._deprecation import renamed_argument
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     padding_to_attention_mask,
@@ -30,11 +31,13 @@ class GlobalSelfAttention(BaseAttention):
 
     Call arguments:
         x: `(batch_size, source_length, d_model)`.
-        padding_mask: optional boolean `(batch_size, source_length)`, True on
-            real tokens. If omitted, the Keras mask carried by `x` is used.
+        encoder_padding_mask: optional boolean `(batch_size, source_length)`,
+            True on real tokens. If omitted, the Keras mask carried by `x` is
+            used.
         return_attention_scores: if True, also return the attention weights.
         training: Python bool or `None` (dropout).
-        mask: filled by Keras from `x`'s mask; prefer `padding_mask`.
+        mask: filled by Keras from `x`'s mask; pass `encoder_padding_mask`.
+        padding_mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(batch_size, source_length, d_model)`, and with
@@ -55,13 +58,19 @@ class GlobalSelfAttention(BaseAttention):
     def call(
         self,
         x,
-        padding_mask=None,
+        encoder_padding_mask=None,
         return_attention_scores=False,
         training=None,
         mask=None,
+        padding_mask=None,
     ):
-        padding_mask = mask if padding_mask is None else padding_mask
-        attention_mask = padding_to_attention_mask(padding_mask)
+        encoder_padding_mask = renamed_argument(
+            "GlobalSelfAttention", "padding_mask", padding_mask,
+            "encoder_padding_mask", encoder_padding_mask,
+        )
+        if encoder_padding_mask is None:
+            encoder_padding_mask = mask
+        attention_mask = padding_to_attention_mask(encoder_padding_mask)
         # (batch_size, 1, source_length)
         outputs, attention_scores = self._attend_add_and_norm(x, attention_mask, training)
         return (outputs, attention_scores) if return_attention_scores else outputs

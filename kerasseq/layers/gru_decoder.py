@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from kerasseq.layers._deprecation import renamed_argument
 from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
 from kerasseq.layers._validation import check_positive_int, check_rate
 from kerasseq.layers.bahdanau_attention import BahdanauAttention
@@ -79,8 +80,8 @@ class GRUDecoder(keras.layers.Layer):
         embedding_dim: int, size of the target embeddings.
         units: int, GRU state size.
         attention: None, "bahdanau", "luong" (= "luong_general"), "luong_dot",
-            "luong_concat", or an attention layer with `precompute_keys`,
-            `score` and a `query_uses_previous_state` attribute.
+            "luong_concat", or an attention layer (a `RecurrentAttention`:
+            `precompute_keys`, `score` and `query_uses_previous_state`).
         dropout: float in [0, 1), dropout on embeddings and on the features
             before the output projection.
         embedding: optional shared `keras.layers.Embedding`.
@@ -89,6 +90,9 @@ class GRUDecoder(keras.layers.Layer):
             step (Cho 2014) or not (Sutskever 2014).
         attention_units: int, hidden size of an attention given by name
             (default: `units`).
+        seed: optional int, seed of the scheduled-sampling draws; `None`
+            (default) follows Keras' global seeding
+            (`keras.utils.set_random_seed`).
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
             The dtype policy is passed on to the embedding, the GRU cell and
             an attention given by name; the output projection computes in the
@@ -101,12 +105,14 @@ class GRUDecoder(keras.layers.Layer):
         initial_state: `(batch_size, units)`: s_0, e.g. from `Bridge`.
         values: `(batch_size, source_length, value_dim)`: encoder outputs h_i
             (needed with attention).
-        source_mask: bool `(batch_size, source_length)`, True = real token.
-            Without it, the Keras mask carried by `values` is used (the
+        encoder_padding_mask: bool `(batch_size, source_length)`, True = real
+            token. Without it, the Keras mask carried by `values` is used (the
             outputs of `LSTMEncoder` and of `Embedding(mask_zero=True)` carry
             one); with neither, every source position is attended.
         training: bool.
         return_attention_scores: bool, also return the attention weights.
+        values_mask: the slot Keras fills with the mask carried by `values`.
+        source_mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         logits `(batch_size, target_length, vocab_size)` (float32 under
@@ -133,6 +139,7 @@ class GRUDecoder(keras.layers.Layer):
         sampling_probability=0.0,
         feed_context=True,
         attention_units=None,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -168,14 +175,19 @@ class GRUDecoder(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             vocab_size, dtype=dtype.variable_dtype, name="output_dense"
         )
-        self.seed_generator = keras.random.SeedGenerator(1337)
+        self.seed = seed
+        # With seed=None the generator draws its seed from Keras' global
+        # seeding; it is created in build(), after every sublayer has drawn
+        # the seeds of its initializers, so that the initial weights under
+        # `keras.utils.set_random_seed` are those of a fixed-seed generator.
+        self.seed_generator = None if seed is None else keras.random.SeedGenerator(seed)
 
     @property
     def uses_context(self):
         return self.attention is not None or self.feed_context
 
     def build(self, target_in_ids_shape, initial_state_shape=None, values_shape=None,
-              source_mask_shape=None, values_mask_shape=None):
+              encoder_padding_mask_shape=None, values_mask_shape=None, source_mask_shape=None):
         batch_size = target_in_ids_shape[0]
         if self.attention is not None:
             if values_shape is None:
@@ -194,6 +206,8 @@ class GRUDecoder(keras.layers.Layer):
             step_input_dim += context_dim
         self.cell.build((batch_size, step_input_dim))
         self.output_dense.build((batch_size, self.units + context_dim))
+        if self.seed_generator is None:
+            self.seed_generator = keras.random.SeedGenerator(None)
         self.sampling_probability = self.add_weight(
             name="sampling_probability",
             shape=(),
@@ -202,23 +216,36 @@ class GRUDecoder(keras.layers.Layer):
         )
 
     # ----------------------------------------------------------------- memory
-    def prepare_memory(self, initial_state, values=None, source_mask=None):
+    def prepare_memory(self, initial_state, values=None, encoder_padding_mask=None,
+                       source_mask=None):
         """What every step reads from the source, computed once per sentence.
+
+        Args:
+            initial_state: `(batch_size, units)`.
+            values: encoder outputs `(batch_size, source_length, value_dim)`.
+            encoder_padding_mask: bool `(batch_size, source_length)`, True =
+                real token (default: every position).
+            source_mask: deprecated name of `encoder_padding_mask`.
 
         Returns a dict: with attention `values` `(batch_size, source_length,
         value_dim)`, `keys` (the attention's precomputed keys) and
-        `source_mask` `(batch_size, source_length)`; without attention but
-        with `feed_context`, `context` `(batch_size, units)`; else empty.
+        `source_mask` `(batch_size, source_length)` (the decoding state's key
+        for the encoder padding mask); without attention but with
+        `feed_context`, `context` `(batch_size, units)`; else empty.
         """
+        encoder_padding_mask = renamed_argument(
+            "GRUDecoder.prepare_memory", "source_mask", source_mask,
+            "encoder_padding_mask", encoder_padding_mask,
+        )
         if self.attention is not None:
             if values is None:
                 raise ValueError("GRUDecoder with attention needs `values` (encoder outputs).")
-            if source_mask is None:
-                source_mask = ops.ones(ops.shape(values)[:2], dtype="bool")
+            if encoder_padding_mask is None:
+                encoder_padding_mask = ops.ones(ops.shape(values)[:2], dtype="bool")
             return {
                 "values": values,
                 "keys": self.attention.precompute_keys(values),
-                "source_mask": ops.cast(source_mask, "bool"),
+                "source_mask": ops.cast(encoder_padding_mask, "bool"),
             }
         if self.feed_context:
             return {"context": initial_state}
@@ -269,14 +296,18 @@ class GRUDecoder(keras.layers.Layer):
         first = ops.arange(shape[0])[:, None] > 0  # never replace the start token
         return ops.logical_and(coins, first)
 
-    def call(self, target_in_ids, initial_state, values=None, source_mask=None,
-             training=None, return_attention_scores=False, values_mask=None):
-        if source_mask is None:
+    def call(self, target_in_ids, initial_state, values=None, encoder_padding_mask=None,
+             training=None, return_attention_scores=False, values_mask=None, source_mask=None):
+        encoder_padding_mask = renamed_argument(
+            "GRUDecoder", "source_mask", source_mask, "encoder_padding_mask",
+            encoder_padding_mask,
+        )
+        if encoder_padding_mask is None:
             # Keras fills `values_mask` with the mask that travels on `values`
             # (LSTMEncoder's outputs carry one): padding is never attended.
-            source_mask = values_mask
+            encoder_padding_mask = values_mask
         target_in_ids = ops.cast(target_in_ids, "int32")
-        memory = self.prepare_memory(initial_state, values, source_mask)
+        memory = self.prepare_memory(initial_state, values, encoder_padding_mask)
         batch_size = ops.shape(target_in_ids)[0]
         carry = {
             "state": initial_state,
@@ -309,11 +340,13 @@ class GRUDecoder(keras.layers.Layer):
         return logits
 
     def compute_output_shape(self, target_in_ids_shape, initial_state_shape=None,
-                             values_shape=None, source_mask_shape=None, values_mask_shape=None):
+                             values_shape=None, encoder_padding_mask_shape=None,
+                             values_mask_shape=None, source_mask_shape=None):
         return tuple(target_in_ids_shape[:2]) + (self.vocab_size,)
 
-    def compute_output_spec(self, target_in_ids, initial_state, values=None, source_mask=None,
-                            training=None, return_attention_scores=False, values_mask=None):
+    def compute_output_spec(self, target_in_ids, initial_state, values=None,
+                            encoder_padding_mask=None, training=None,
+                            return_attention_scores=False, values_mask=None, source_mask=None):
         shape = tuple(target_in_ids.shape[:2])
         logits = keras.KerasTensor(shape + (self.vocab_size,), dtype=self.output_dense.compute_dtype)
         if return_attention_scores:
@@ -341,5 +374,6 @@ class GRUDecoder(keras.layers.Layer):
             ),
             feed_context=self.feed_context,
             attention_units=self.attention_units,
+            seed=self.seed,
         )
         return config

@@ -3,14 +3,15 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._attention_math import additive_score, masked_softmax
+from kerasseq.layers._attention_math import additive_score
 from kerasseq.layers._validation import check_choice, check_positive_int
+from kerasseq.layers.recurrent_attention import RecurrentAttention
 
 SCORES = ("dot", "general", "concat")
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class LuongAttention(keras.layers.Layer):
+class LuongAttention(RecurrentAttention):
     """Global attention with the *current* decoder state as the query.
 
     Luong et al. (2015) compare three score functions between the decoder
@@ -20,8 +21,9 @@ class LuongAttention(keras.layers.Layer):
         general: e_{t,i} = s_t^T W h_i
         concat:  e_{t,i} = v^T tanh(W [s_t; h_i])
 
-    followed, as in `BahdanauAttention`, by a softmax over the real source
-    positions and the context ctx_t = Σ_i α_{t,i} h_i. In `GRUDecoder` a Luong
+    followed, as in `BahdanauAttention` (both extend `RecurrentAttention`,
+    which owns `call`), by a softmax over the real source positions and the
+    context ctx_t = Σ_i α_{t,i} h_i. In `GRUDecoder` a Luong
     attention is queried with the state *after* the GRU update (s_t), while a
     Bahdanau attention is queried with s_{t-1} before it.
 
@@ -34,9 +36,11 @@ class LuongAttention(keras.layers.Layer):
         query: `(batch_size, query_dim)`.
         values: `(batch_size, source_length, value_dim)`; for "dot" the
             value_dim must equal query_dim.
-        mask: optional bool `(batch_size, source_length)`, True = real token.
-            Without it, the Keras mask carried by `values` is used.
+        encoder_padding_mask: optional bool `(batch_size, source_length)`,
+            True = real token. Without it, the Keras mask carried by `values`
+            is used.
         keys: optional result of `precompute_keys(values)`.
+        mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(context, attention_weights)`: `(batch_size, value_dim)` and
@@ -63,8 +67,8 @@ class LuongAttention(keras.layers.Layer):
         self.query_dense = None
         self.score_dense = None
 
-    def build(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
-              values_mask_shape=None):
+    def build(self, query_shape, values_shape, encoder_padding_mask_shape=None,
+              keys_shape=None, values_mask_shape=None, mask_shape=None):
         query_dim, value_dim = query_shape[-1], values_shape[-1]
         if self.score_name == "dot" and query_dim != value_dim:
             raise ValueError(
@@ -105,26 +109,6 @@ class LuongAttention(keras.layers.Layer):
             hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
             return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
         return ops.einsum("bd,bsd->bs", query, keys)  # (batch_size, source_length)
-
-    def call(self, query, values, mask=None, keys=None, values_mask=None):
-        if mask is None:
-            # Keras fills `values_mask` with the mask that travels on `values`
-            # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
-            mask = values_mask
-        if keys is None:
-            keys = self.precompute_keys(values)
-        weights = ops.cast(masked_softmax(self.score(query, keys), mask), values.dtype)
-        context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
-        return context, weights
-
-    def compute_mask(self, *args, **kwargs):
-        # The source mask is consumed here (context and weights are per
-        # query, not per source position): nothing to pass on, no warning.
-        return None
-
-    def compute_output_shape(self, query_shape, values_shape, mask_shape=None, keys_shape=None,
-                             values_mask_shape=None):
-        return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
 
     def get_config(self):
         config = super().get_config()

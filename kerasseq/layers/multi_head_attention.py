@@ -3,9 +3,9 @@
 The module holds three things:
 
 - `scaled_dot_product_attention`, the reference equation in plain `keras.ops`;
-- `MultiHeadAttention`, the projections around it, laid out exactly like
-  `keras.layers.MultiHeadAttention` (so weights can be copied both ways) and
-  extended with a key/value cache for incremental decoding;
+- `MultiHeadAttention`, a subclass of `keras.layers.MultiHeadAttention` (so
+  the weight layout is Keras' by construction) with a key/value cache for
+  incremental decoding, as keras-hub's `CachedMultiHeadAttention`;
 - `BaseAttention`, the "attention + dropout + residual + LayerNorm" skeleton
   that `GlobalSelfAttention`, `CausalSelfAttention` and `CrossAttention` share.
 
@@ -15,15 +15,17 @@ Axis names used in every docstring: `batch_size`, `num_heads`,
 """
 
 import math
+import random
 
 import keras
 from keras import ops
 
 from kerasseq._validation import check_positive_int
+from kerasseq.layers._attention_math import MASK_VALUE, masked_softmax
+from kerasseq.layers._deprecation import renamed_method, warn_deprecated
 
-# Masked scores are filled with this value *after* the scores are cast to
-# float32, so it is finite in every compute dtype we run in (float16 included).
-_MASK_VALUE = -1e9
+# The fill value of the one masked softmax, under the name examples import.
+_MASK_VALUE = MASK_VALUE
 
 
 def _executing_eagerly():
@@ -31,11 +33,6 @@ def _executing_eagerly():
     import tensorflow as tf
 
     return tf.executing_eagerly()
-
-
-def _clone_initializer(initializer):
-    """A fresh copy, so that two kernels never share one seeded initializer."""
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 def padding_to_attention_mask(padding_mask):
@@ -70,10 +67,11 @@ def scaled_dot_product_attention(
     """Scaled dot-product attention, `softmax(Q K^T / sqrt(d_k)) V`.
 
     Equation (1) of Vaswani et al., 2017, "Attention Is All You Need".
-    Scores are computed, masked and normalised in float32, then cast back to
-    the dtype of `query`, so the function is safe under `mixed_float16`.
-    Masked scores become a large negative *finite* number; a query row whose
-    keys are all masked gets all-zero weights (and a zero output), never NaN.
+    Scores are normalised by `masked_softmax` (in float32, then cast back to
+    the dtype of `query`), so the function is safe under `mixed_float16`; a
+    query row whose keys are all masked gets all-zero weights (and a zero
+    output), never NaN. `MultiHeadAttention` computes the same numbers with
+    Keras' einsum equations.
 
     Args:
         query: `(batch_size, num_heads, target_length, key_dim)`.
@@ -100,20 +98,10 @@ def scaled_dot_product_attention(
     >>> tuple(output.shape), tuple(weights.shape)
     ((2, 4, 3, 8), (2, 4, 3, 5))
     """
-    key_dim = ops.shape(query)[-1]
-    scale = 1.0 / math.sqrt(float(key_dim))
+    scale = 1.0 / math.sqrt(float(ops.shape(query)[-1]))
     scores = ops.matmul(query, ops.swapaxes(key, -1, -2))
     # (batch_size, num_heads, target_length, source_length)
-    scores = ops.cast(scores, "float32") * scale
-    if mask is not None:
-        mask = ops.cast(mask, "bool")
-        scores = ops.where(mask, scores, _MASK_VALUE)
-    weights = ops.softmax(scores, axis=-1)
-    if mask is not None:
-        # A row with no visible key would otherwise be uniform; make it zero.
-        any_visible = ops.any(mask, axis=-1, keepdims=True)
-        weights = ops.where(any_visible, weights, 0.0)
-    weights = ops.cast(weights, query.dtype)
+    weights = ops.cast(masked_softmax(ops.cast(scores, "float32") * scale, mask), query.dtype)
     if dropout_layer is not None:
         weights = dropout_layer(weights, training=training)
     output = ops.matmul(weights, ops.cast(value, weights.dtype))
@@ -122,62 +110,65 @@ def scaled_dot_product_attention(
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class MultiHeadAttention(keras.layers.Layer):
-    """Multi-head attention with the weight layout of `keras.layers.MultiHeadAttention`.
+class MultiHeadAttention(keras.layers.MultiHeadAttention):
+    """`keras.layers.MultiHeadAttention` with a key/value cache and kerasseq's masked softmax.
 
     `MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O` with
     `head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)` (Vaswani et al., 2017,
-    section 3.2.2). The projections are `keras.layers.EinsumDense` layers named
-    `query`, `key`, `value` and `attention_output`, built in that order, so
-    `get_weights()` / `set_weights()` are interchangeable with
-    `keras.layers.MultiHeadAttention(num_heads, key_dim)` and keras-hub's
-    `CachedMultiHeadAttention`:
+    section 3.2.2). A subclass of `keras.layers.MultiHeadAttention`, as
+    keras-hub's `CachedMultiHeadAttention` is: the projections, their names
+    (`query`, `key`, `value`, `attention_output`) and the weight layout are
+    Keras' own, so `get_weights()` / `set_weights()` are interchangeable with
+    `keras.layers.MultiHeadAttention(num_heads, key_dim)` and keras-hub:
 
     - query/key/value kernels `(d_model, num_heads, key_dim)`,
       biases `(num_heads, key_dim)`;
     - output kernel `(num_heads, key_dim, output_dim)`, bias `(output_dim,)`.
 
-    Incremental decoding uses a key/value cache: a tuple `(key_cache,
-    value_cache)` of tensors `(batch_size, max_length, num_heads, key_dim)`
-    holding projected keys and values.
+    Two things differ from Keras:
 
-    - `cache` given with `cache_index`: the keys/values projected from this
-      call's `value`/`key` inputs are written at `cache_index` with
-      `keras.ops.slice_update` (static shapes, XLA friendly) and attention runs
-      over the whole cache; the caller masks positions not yet written.
-    - `cache` given without `cache_index`: a static cache (e.g. the output of
-      `compute_key_value` on the encoder outputs); `value`/`key` are ignored.
+    - the scores always go through `masked_softmax` (float32, a fully masked
+      query row gets zero weights instead of uniform ones), never through a
+      fused kernel, so `call` gives the same numbers with and without
+      `return_attention_scores`;
+    - `call_step` attends over a key/value cache `(key_cache, value_cache)`,
+      each `(batch_size, max_length, num_heads, key_dim)`, built by
+      `build_cache` (a static cache of projected encoder outputs) or by the
+      caller (zeros, filled one position per step).
 
     Args:
         num_heads: number of attention heads, >= 1.
         key_dim: size of each head for queries, keys and values, >= 1.
         dropout: dropout rate on the attention weights, in `[0, 1)`.
         output_dim: size of the output projection; defaults to the last
-            dimension of `query`.
+            dimension of `query` (Keras' `output_shape=(output_dim,)`).
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
-        **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
+        **kwargs: the other arguments of `keras.layers.MultiHeadAttention`
+            (`value_dim`, `use_bias`, `seed`...) and of `keras.layers.Layer`
+            (`name`, `dtype`...).
 
     Call arguments:
         query: `(batch_size, target_length, d_model)`.
         value: `(batch_size, source_length, d_model)`.
         key: optional `(batch_size, source_length, d_model)`; defaults to `value`.
         attention_mask: optional boolean, broadcastable to
-            `(batch_size, target_length, source_length)` (or to
-            `(batch_size, target_length, max_length)` with a cache).
-        cache: optional tuple `(key_cache, value_cache)`, each
-            `(batch_size, max_length, num_heads, key_dim)`.
-        cache_index: optional int (or scalar int tensor): position at which the
-            new keys/values are written into `cache`.
+            `(batch_size, target_length, source_length)`; True = may attend.
         return_attention_scores: whether to also return the attention weights.
         training: Python bool or `None` (dropout).
+        use_causal_mask: as in `keras.layers.MultiHeadAttention`.
+        value_mask, key_mask: filled by Keras from the masks carried by
+            `value` and `key` (merged with `attention_mask`). Queries are not
+            masked: a padding query's row is computed and meaningless.
+        cache, cache_index: deprecated (removed in the next release, they
+            warn): the cached call before issue 24, with four return shapes;
+            use `call_step`.
 
     Returns:
-        `output` `(batch_size, target_length, output_dim)`, followed, when
-        requested, by `attention_scores` `(batch_size, num_heads,
-        target_length, source_length)` and, when `cache` is given, by the
-        (updated) cache: `output`, `(output, attention_scores)`,
-        `(output, cache)` or `(output, attention_scores, cache)`.
+        As `keras.layers.MultiHeadAttention`: `output` `(batch_size,
+        target_length, output_dim)`, or with `return_attention_scores=True`
+        `(output, attention_scores)`, the scores `(batch_size, num_heads,
+        target_length, source_length)`.
 
     Example:
 
@@ -197,60 +188,144 @@ class MultiHeadAttention(keras.layers.Layer):
         bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(**kwargs)
         num_heads = check_positive_int("num_heads", num_heads)
         key_dim = check_positive_int("key_dim", key_dim)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.dropout = dropout
-        self.output_dim = output_dim
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.supports_masking = True
-        self.query_dense = self._projection("query")
-        self.key_dense = self._projection("key")
-        self.value_dense = self._projection("value")
-        self.output_dense = None  # needs d_model, created in build()
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-
-    def _projection(self, name):
-        projection = keras.layers.EinsumDense(
-            "abc,cde->abde",
-            output_shape=(None, self.num_heads, self.key_dim),
-            bias_axes="de",
-            kernel_initializer=_clone_initializer(self.kernel_initializer),
-            bias_initializer=_clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name=name,
+        if output_dim is not None:
+            if kwargs.get("output_shape") is not None:
+                raise ValueError(
+                    "Pass output_dim or output_shape, not both. Received: "
+                    f"output_dim={output_dim}, output_shape={kwargs['output_shape']}"
+                )
+            kwargs["output_shape"] = (check_positive_int("output_dim", output_dim),)
+        super().__init__(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            dropout=dropout,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
         )
-        # Padding reaches the attention through `attention_mask`; a Keras mask
-        # riding on the inputs is simply passed through instead of warned about.
-        projection.supports_masking = True
-        return projection
+        self.output_dim = output_dim
+        # Random streams as before issue 24: the query/key/value initializers
+        # draw their seeds now (at construction) and the dropout its seed after
+        # them, the output projection's at build, so that
+        # `keras.utils.set_random_seed` gives the same initial weights (and the
+        # same documented numbers) as kerasseq's own layer did.
+        self._pending_initializers = [self._clone_initializers() for _ in range(3)]
+        if self.seed is None and dropout > 0:
+            self.seed = random.randint(1, int(1e9))  # as keras.layers.Dropout(seed=None)
+
+    def _clone_initializers(self):
+        return tuple(
+            initializer.__class__.from_config(initializer.get_config())
+            for initializer in (self._kernel_initializer, self._bias_initializer)
+        )
+
+    def _get_common_kwargs_for_sublayer(self):
+        # Keras' `build` asks for fresh initializers once per projection
+        # (query, key, value, output): hand out the ones drawn in __init__.
+        if not self._pending_initializers:
+            return super()._get_common_kwargs_for_sublayer()
+        kernel_initializer, bias_initializer = self._pending_initializers.pop(0)
+        return dict(
+            kernel_regularizer=self._kernel_regularizer,
+            bias_regularizer=self._bias_regularizer,
+            activity_regularizer=self._activity_regularizer,
+            kernel_constraint=self._kernel_constraint,
+            bias_constraint=self._bias_constraint,
+            dtype=self.dtype_policy,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+        )
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        output_dim = self.output_dim or query_shape[-1]
-        self.query_dense.build(query_shape)
-        self.key_dense.build(key_shape)
-        self.value_dense.build(value_shape)
-        self.output_dense = keras.layers.EinsumDense(
-            "abcd,cde->abe",
-            output_shape=(None, output_dim),
-            bias_axes="e",
-            kernel_initializer=_clone_initializer(self.kernel_initializer),
-            bias_initializer=_clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name="attention_output",
-        )
-        self.output_dense.build(
-            (query_shape[0], query_shape[1], self.num_heads, self.key_dim)
-        )
-        self.built = True
+        super().build(query_shape, value_shape, key_shape)
+        # Padding reaches the attention through `attention_mask`; a Keras mask
+        # riding on the inputs is passed through instead of warned about.
+        for projection in (self._query_dense, self._key_dense, self._value_dense):
+            projection.supports_masking = True
 
-    def compute_key_value(self, value, key=None):
+    # ------------------------------------------------------------------ scores
+    def _masked_softmax(self, attention_scores, attention_mask=None):
+        # attention_scores: (batch_size, num_heads, target_length, source_length)
+        if attention_mask is not None:
+            attention_mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=-3)
+            # (batch_size or 1, 1, target_length, source_length)
+        weights = masked_softmax(attention_scores, attention_mask)
+        return ops.cast(weights, attention_scores.dtype)
+
+    def _compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+        use_causal_mask=False,
+    ):
+        # Always Keras' explicit path (einsum, `_masked_softmax`, dropout),
+        # never the fused kernel: one masked softmax, the same numbers with
+        # and without `return_attention_scores`.
+        return super()._compute_attention(
+            query,
+            key,
+            value,
+            attention_mask=attention_mask,
+            training=training,
+            return_attention_scores=True,
+            use_causal_mask=use_causal_mask,
+        )
+
+    # -------------------------------------------------------------------- call
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+        value_mask=None,
+        key_mask=None,
+        cache=None,
+        cache_index=None,
+    ):
+        if cache is not None or cache_index is not None:
+            return self._deprecated_cached_call(
+                query, value, key, attention_mask, cache, cache_index,
+                return_attention_scores, training,
+            )
+        key_is_value = key is None
+        key = value if key is None else key
+        attention_mask = self._compute_attention_mask(
+            query,
+            value,
+            value_mask=value_mask,
+            key_mask=None if key_is_value else key_mask,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+        )  # (batch_size or 1, target_length, source_length) or None
+        output, attention_scores = self._attend(
+            query, self._key_dense(key), self._value_dense(value), attention_mask, training
+        )
+        return (output, attention_scores) if return_attention_scores else output
+
+    def _attend(self, query, key_heads, value_heads, attention_mask, training):
+        """Projected keys/values `(batch_size, source_length, num_heads, key_dim)` → output."""
+        context, attention_scores = self._compute_attention(
+            self._query_dense(query), key_heads, value_heads, attention_mask, training
+        )
+        # context (batch_size, target_length, num_heads, value_dim)
+        if self._use_gate:
+            context = ops.multiply(context, self._gate_dense(query))
+        return self._output_dense(context), attention_scores
+
+    # ------------------------------------------------------------------- cache
+    def build_cache(self, value, key=None):
         """Projects keys and values once, e.g. the encoder outputs for cross-attention.
 
         Args:
@@ -259,105 +334,111 @@ class MultiHeadAttention(keras.layers.Layer):
                 `value`.
 
         Returns:
-            `(key_heads, value_heads)`, each
-            `(batch_size, source_length, num_heads, key_dim)`; pass them back as
-            `cache=(key_heads, value_heads)` with `cache_index=None`.
+            `(key_cache, value_cache)`, each `(batch_size, source_length,
+            num_heads, key_dim)`: a static cache for `call_step(...,
+            step_index=None)`.
         """
         key = value if key is None else key
-        return self.key_dense(key), self.value_dense(value)
+        return self._key_dense(key), self._value_dense(value)
 
-    def _keys_and_values(self, value, key, cache, cache_index):
-        if cache is None:
-            if cache_index is not None:
-                raise ValueError(
-                    "cache_index must be None when cache is None. "
-                    f"Received: cache_index={cache_index}"
-                )
-            key_heads, value_heads = self.compute_key_value(value, key)
-            return key_heads, value_heads, None
-        key_cache, value_cache = cache
-        if cache_index is None:
-            return key_cache, value_cache, cache
-        key_update, value_update = self.compute_key_value(value, key)
-        start = [0, cache_index, 0, 0]
-        key_cache = ops.slice_update(
-            key_cache, start, ops.cast(key_update, key_cache.dtype)
-        )
-        value_cache = ops.slice_update(
-            value_cache, start, ops.cast(value_update, value_cache.dtype)
-        )
-        # each (batch_size, max_length, num_heads, key_dim)
-        return key_cache, value_cache, (key_cache, value_cache)
+    compute_key_value = renamed_method("compute_key_value", "build_cache")
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        attention_mask=None,
-        cache=None,
-        cache_index=None,
-        return_attention_scores=False,
-        training=None,
+    def call_step(
+        self, query, step_index, cache, *, value=None, key=None, attention_mask=None,
+        training=False,
     ):
-        query_heads = self.query_dense(query)
-        # (batch_size, target_length, num_heads, key_dim)
-        key_heads, value_heads, cache = self._keys_and_values(
-            value, key, cache, cache_index
-        )
-        output, attention_scores = self._attend(
-            query_heads, key_heads, value_heads, attention_mask, training
-        )
-        outputs = (output,)
-        if return_attention_scores:
-            outputs += (attention_scores,)
-        if cache is not None:
-            outputs += (cache,)
-        return outputs[0] if len(outputs) == 1 else outputs
+        """Attention of `query` over a key/value cache, for incremental decoding.
 
-    def _attend(self, query_heads, key_heads, value_heads, attention_mask, training):
-        query_heads = ops.transpose(query_heads, (0, 2, 1, 3))
-        # (batch_size, num_heads, target_length, key_dim)
-        key_heads = ops.transpose(key_heads, (0, 2, 1, 3))
-        # (batch_size, num_heads, source_length, key_dim)
-        value_heads = ops.transpose(value_heads, (0, 2, 1, 3))
-        # (batch_size, num_heads, source_length, key_dim)
-        if attention_mask is not None:
-            attention_mask = ops.expand_dims(ops.cast(attention_mask, "bool"), axis=1)
-            # (batch_size, 1, target_length, source_length)
-        context, attention_scores = scaled_dot_product_attention(
-            query_heads,
-            key_heads,
-            value_heads,
-            mask=attention_mask,
-            dropout_layer=self.dropout_layer if self.dropout > 0 else None,
+        - `step_index` given (self-attention): the keys/values projected from
+          `value` (default: `query`) and `key` are written into the cache at
+          row `step_index` with `keras.ops.slice_update` (static shapes, XLA
+          friendly), then `query` attends over the whole cache; the caller
+          masks the rows not yet written.
+        - `step_index=None`: `cache` is static (from `build_cache`) and is
+          attended as it is; `value` and `key` must be `None`.
+
+        Args:
+            query: `(batch_size, step_length, d_model)`.
+            step_index: absolute position of `query[:, 0]` (int or scalar int
+                tensor), or `None` for a static cache.
+            cache: `(key_cache, value_cache)`, each `(batch_size, max_length,
+                num_heads, key_dim)`.
+            value: optional `(batch_size, step_length, d_model)`.
+            key: optional `(batch_size, step_length, d_model)`.
+            attention_mask: optional boolean broadcastable to `(batch_size,
+                step_length, max_length)`.
+            training: Python bool (dropout); False for decoding.
+
+        Returns:
+            `(output, cache, attention_scores)`: `(batch_size, step_length,
+            output_dim)`, the (updated) cache, and `(batch_size, num_heads,
+            step_length, max_length)`.
+        """
+        if not self.built:
+            shape = tuple((query if value is None else value).shape)
+            self.build(tuple(query.shape), shape)
+        key_cache, value_cache = cache
+        if step_index is None:
+            if value is not None or key is not None:
+                raise ValueError(
+                    "A static cache (step_index=None) is attended as it is: value and key "
+                    "must be None. Pass step_index to write new keys/values into the cache."
+                )
+        else:
+            value = query if value is None else value
+            key_update, value_update = self.build_cache(value, key)
+            start = [0, step_index, 0, 0]
+            key_cache = ops.slice_update(key_cache, start, ops.cast(key_update, key_cache.dtype))
+            value_cache = ops.slice_update(
+                value_cache, start, ops.cast(value_update, value_cache.dtype)
+            )
+            # each (batch_size, max_length, num_heads, key_dim)
+        output, attention_scores = self._attend(
+            query, key_cache, value_cache, attention_mask, training
+        )
+        return output, (key_cache, value_cache), attention_scores
+
+    def _deprecated_cached_call(
+        self, query, value, key, attention_mask, cache, cache_index,
+        return_attention_scores, training,
+    ):
+        """The cache arguments of `call` before issue 24, with their four return shapes."""
+        warn_deprecated(
+            "`MultiHeadAttention.call(cache=..., cache_index=...)`",
+            "`MultiHeadAttention.call_step(query, step_index, cache)` (one return shape: "
+            "output, cache, attention_scores)",
+            stacklevel=5,
+        )
+        if cache is None:
+            raise ValueError(
+                "cache_index must be None when cache is None. "
+                f"Received: cache_index={cache_index}"
+            )
+        static = cache_index is None
+        output, cache, attention_scores = self.call_step(
+            query,
+            cache_index,
+            cache,
+            value=None if static else value,
+            key=None if static else key,
+            attention_mask=attention_mask,
             training=training,
         )
-        context = ops.transpose(context, (0, 2, 1, 3))
-        # (batch_size, target_length, num_heads, key_dim)
-        return self.output_dense(context), attention_scores
+        if return_attention_scores:
+            return output, attention_scores, cache
+        return output, cache
 
-    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
-        return tuple(query_shape[:-1]) + (self.output_dim or query_shape[-1],)
-
+    # ------------------------------------------------------------ bookkeeping
     def compute_output_spec(self, *args, **kwargs):
-        # The number of outputs depends on call arguments: trace call().
+        # Keras' spec gives cross-attention scores (target_length, target_length)
+        # columns: trace call() instead.
         return keras.Operation.compute_output_spec(self, *args, **kwargs)
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "dropout": self.dropout,
-                "output_dim": self.output_dim,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            }
-        )
+        if self.output_dim is not None:
+            del config["output_shape"]  # rebuilt from output_dim
+        config["output_dim"] = self.output_dim
         return config
 
 

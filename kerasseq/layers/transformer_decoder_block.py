@@ -2,6 +2,7 @@
 
 import keras
 
+from kerasseq.layers._deprecation import renamed_argument, warn_deprecated
 from kerasseq.layers.causal_self_attention import CausalSelfAttention
 from kerasseq.layers.cross_attention import CrossAttention
 from kerasseq.layers.feed_forward import FeedForward
@@ -25,13 +26,15 @@ class TransformerDecoderBlock(keras.layers.Layer):
     Two ways to run it:
 
     - training / teacher forcing: `block(x, context, ...)` on whole sequences;
-    - incremental decoding with a key/value cache: `init_self_cache`, then
-      `compute_cross_cache(context)` once, then `call_step` per position. The
-      self-attention cache is a tuple `(key_cache, value_cache)`, each
-      `(batch_size, max_length, num_heads, key_dim)`; the cross cache is
-      `(cross_key, cross_value)`, each `(batch_size, source_length, num_heads,
-      key_dim)`, with `key_dim = d_model // num_heads`. `call_step` gives the
-      same outputs as the full call at every position.
+    - incremental decoding with key/value caches: `build_cache(batch_size,
+      max_length, context)` once per sentence, then `call_step` per position.
+      The cache is `(self_cache, cross_cache)`: `self_cache = (key_cache,
+      value_cache)`, each `(batch_size, max_length, num_heads, key_dim)`,
+      zeros filled one row per step; `cross_cache` the projected encoder
+      outputs, each `(batch_size, source_length, num_heads, key_dim)`
+      (`None` for a decoder-only block), with `key_dim = d_model //
+      num_heads`. `call_step` gives the same outputs as the full call at
+      every position.
 
     Args:
         d_model: model width, the last dimension of `x` and of the output.
@@ -48,15 +51,18 @@ class TransformerDecoderBlock(keras.layers.Layer):
             `None` for a decoder-only block (a language model): the first call
             decides, and a block built without `context` has no cross-attention
             weights.
-        target_padding_mask: optional boolean `(batch_size, target_length)`,
+        decoder_padding_mask: optional boolean `(batch_size, target_length)`,
             True on real target tokens; defaults to `x`'s Keras mask.
-        source_padding_mask: optional boolean `(batch_size, source_length)`,
+        encoder_padding_mask: optional boolean `(batch_size, source_length)`,
             True on real source tokens; defaults to `context`'s Keras mask.
         return_attention_scores: if True, also return the cross-attention
             weights.
         training: Python bool or `None` (dropout).
-        x_mask, context_mask: filled by Keras from the masks carried by `x`
-            and `context`; prefer the explicit arguments.
+        x_mask, context_mask: the slots Keras fills with the masks carried by
+            `x` and `context` (Keras' `<argument>_mask` convention); pass the
+            explicit arguments.
+        target_padding_mask, source_padding_mask: deprecated names of
+            `decoder_padding_mask` and `encoder_padding_mask`.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
@@ -133,22 +139,30 @@ class TransformerDecoderBlock(keras.layers.Layer):
         self,
         x,
         context=None,
-        target_padding_mask=None,
-        source_padding_mask=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
         return_attention_scores=False,
         training=None,
         x_mask=None,
         context_mask=None,
+        target_padding_mask=None,
+        source_padding_mask=None,
     ):
-        target_padding_mask = (
-            x_mask if target_padding_mask is None else target_padding_mask
+        decoder_padding_mask = renamed_argument(
+            "TransformerDecoderBlock", "target_padding_mask", target_padding_mask,
+            "decoder_padding_mask", decoder_padding_mask,
         )
-        source_padding_mask = (
-            context_mask if source_padding_mask is None else source_padding_mask
+        encoder_padding_mask = renamed_argument(
+            "TransformerDecoderBlock", "source_padding_mask", source_padding_mask,
+            "encoder_padding_mask", encoder_padding_mask,
+        )
+        decoder_padding_mask = x_mask if decoder_padding_mask is None else decoder_padding_mask
+        encoder_padding_mask = (
+            context_mask if encoder_padding_mask is None else encoder_padding_mask
         )
         self._check_context(context, "call()")
         x = self.causal_self_attention(
-            x, padding_mask=target_padding_mask, training=training
+            x, decoder_padding_mask=decoder_padding_mask, training=training
         )
         if context is None:
             if return_attention_scores:
@@ -161,73 +175,153 @@ class TransformerDecoderBlock(keras.layers.Layer):
             x, scores = self.cross_attention(
                 x,
                 context,
-                context_mask=source_padding_mask,
+                encoder_padding_mask=encoder_padding_mask,
                 return_attention_scores=True,
                 training=training,
-                padding_mask=target_padding_mask,
             )
-        x = self.feed_forward(x, padding_mask=target_padding_mask, training=training)
+        x = self.feed_forward(x, training=training)
         return (x, scores) if return_attention_scores else x
 
+    def build_cache(self, batch_size, max_length, context=None):
+        """The caches of one sentence batch: `(self_cache, cross_cache)`.
+
+        Args:
+            batch_size: int, rows of the self-attention cache.
+            max_length: int, positions of the self-attention cache.
+            context: encoder outputs `(batch_size, source_length, d_model)`,
+                projected once into the cross-attention cache; `None` for a
+                decoder-only block. The block must be built.
+
+        Returns:
+            `self_cache = (key_cache, value_cache)`, zeros, each `(batch_size,
+            max_length, num_heads, key_dim)`, and `cross_cache = (key_cache,
+            value_cache)`, each `(batch_size, source_length, num_heads,
+            key_dim)`, or `None` without `context`.
+        """
+        self._check_cross_cache(context)
+        self._check_context(context, "build_cache()")
+        self_cache = self.causal_self_attention.build_cache(batch_size, max_length)
+        cross_cache = None if context is None else self.cross_attention.build_cache(context)
+        return self_cache, cross_cache
+
     def init_self_cache(self, batch_size, max_length):
-        """Zero self-attention cache: `(key_cache, value_cache)`, each
-        `(batch_size, max_length, num_heads, key_dim)`."""
-        return self.causal_self_attention.init_cache(batch_size, max_length)
+        """Deprecated: `build_cache(batch_size, max_length, context)[0]`."""
+        warn_deprecated(
+            "`TransformerDecoderBlock.init_self_cache`",
+            "`TransformerDecoderBlock.build_cache(batch_size, max_length, context)`",
+        )
+        return self.causal_self_attention.build_cache(batch_size, max_length)
 
     def compute_cross_cache(self, context):
-        """Projects the encoder outputs once: `(cross_key, cross_value)`, each
-        `(batch_size, source_length, num_heads, key_dim)`. The block must be built."""
-        if getattr(self, "decoder_only", False):
+        """Deprecated: `build_cache(batch_size, max_length, context)[1]`."""
+        warn_deprecated(
+            "`TransformerDecoderBlock.compute_cross_cache`",
+            "`TransformerDecoderBlock.build_cache(batch_size, max_length, context)`",
+        )
+        self._check_cross_cache(context)
+        return self.cross_attention.build_cache(context)
+
+    def _check_cross_cache(self, context):
+        if context is not None and getattr(self, "decoder_only", False):
             raise ValueError(
                 f"TransformerDecoderBlock '{self.name}' is decoder-only (built without "
                 "`context`): it has no cross-attention to cache."
             )
-        return self.cross_attention.compute_cache(context)
 
     def call_step(
         self,
         x_step,
         step_index,
-        self_cache,
+        cache,
+        *deprecated_args,
+        encoder_padding_mask=None,
+        training=False,
         cross_key=None,
         cross_value=None,
         source_padding_mask=None,
-        training=False,
     ):
         """Decodes the position(s) starting at `step_index` with the key/value caches.
+
+        The `call_step` of every attention layer and block of kerasseq takes
+        `(x_step, step_index, cache, *, encoder_padding_mask, training)` and
+        returns `(outputs, cache, attention_scores)`.
 
         Args:
             x_step: `(batch_size, 1, d_model)` (any `step_length` works).
             step_index: absolute position of `x_step[:, 0]`, int or scalar int
                 tensor (works inside `tf.function` / XLA).
-            self_cache: `(key_cache, value_cache)`, each
-                `(batch_size, max_length, num_heads, key_dim)`; positions
-                `< step_index` must already be filled.
-            cross_key: `(batch_size, source_length, num_heads, key_dim)`
-                (`None` for a decoder-only block).
-            cross_value: `(batch_size, source_length, num_heads, key_dim)`.
-            source_padding_mask: optional boolean `(batch_size, source_length)`.
+            cache: `(self_cache, cross_cache)` from `build_cache`; positions
+                `< step_index` of the self cache must already be filled.
+            encoder_padding_mask: optional boolean `(batch_size, source_length)`.
             training: Python bool (dropout); False for decoding.
+            cross_key, cross_value, source_padding_mask: the arguments before
+                issue 24 (`call_step(x_step, step_index, self_cache, cross_key,
+                cross_value, source_padding_mask)`, returning the self cache
+                alone): deprecated, still accepted for one release.
 
         Returns:
-            `(outputs, new_self_cache, cross_attention_scores)`:
-            `(batch_size, 1, d_model)`, the updated cache, and
-            `(batch_size, num_heads, 1, source_length)` (`None` decoder-only).
+            `(outputs, cache, attention_scores)`: `(batch_size, 1, d_model)`,
+            the updated `(self_cache, cross_cache)`, and the cross-attention
+            weights `(batch_size, num_heads, 1, source_length)` (`None`
+            decoder-only).
         """
-        self._check_context(cross_key, "call_step()")
-        x, self_cache = self.causal_self_attention.call_step(
+        old_style = (
+            deprecated_args
+            or cross_key is not None
+            or cross_value is not None
+            or not isinstance(cache[0], (tuple, list))
+        )
+        if old_style:
+            return self._deprecated_call_step(
+                x_step, step_index, cache, list(deprecated_args), encoder_padding_mask,
+                training, cross_key, cross_value, source_padding_mask,
+            )
+        encoder_padding_mask = renamed_argument(
+            "TransformerDecoderBlock.call_step", "source_padding_mask", source_padding_mask,
+            "encoder_padding_mask", encoder_padding_mask,
+        )
+        self_cache, cross_cache = cache
+        self._check_context(cross_cache, "call_step()")
+        x, self_cache, _ = self.causal_self_attention.call_step(
             x_step, step_index, self_cache, training=training
         )
-        if cross_key is None:  # decoder-only
-            return self.feed_forward(x, training=training), self_cache, None
-        x, scores = self.cross_attention.call_step(
-            x,
-            cross_key,
-            cross_value,
-            context_mask=source_padding_mask,
-            training=training,
+        scores = None
+        if cross_cache is not None:
+            x, cross_cache, scores = self.cross_attention.call_step(
+                x, None, cross_cache, encoder_padding_mask=encoder_padding_mask,
+                training=training,
+            )
+        return self.feed_forward(x, training=training), (self_cache, cross_cache), scores
+
+    def _deprecated_call_step(
+        self, x_step, step_index, self_cache, args, encoder_padding_mask, training,
+        cross_key, cross_value, source_padding_mask,
+    ):
+        """`call_step(x_step, step_index, self_cache, cross_key, cross_value,
+        source_padding_mask, training)` before issue 24: returns the self cache."""
+        warn_deprecated(
+            "`TransformerDecoderBlock.call_step(x_step, step_index, self_cache, cross_key, "
+            "cross_value, source_padding_mask)`",
+            "`call_step(x_step, step_index, (self_cache, cross_cache), "
+            "encoder_padding_mask=...)`, which returns (outputs, cache, attention_scores)",
+            stacklevel=4,
         )
-        return self.feed_forward(x, training=training), self_cache, scores
+        names = ["cross_key", "cross_value", "source_padding_mask", "training"]
+        if len(args) > len(names):
+            raise TypeError(f"call_step() got {len(args) + 3} positional arguments.")
+        values = dict(zip(names[: len(args)], args, strict=True))
+        cross_key = values.get("cross_key", cross_key)
+        cross_value = values.get("cross_value", cross_value)
+        source_padding_mask = values.get("source_padding_mask", source_padding_mask)
+        training = values.get("training", training)
+        if source_padding_mask is not None:
+            encoder_padding_mask = source_padding_mask
+        cross_cache = None if cross_key is None else (cross_key, cross_value)
+        outputs, (self_cache, _), scores = self.call_step(
+            x_step, step_index, (self_cache, cross_cache),
+            encoder_padding_mask=encoder_padding_mask, training=training,
+        )
+        return outputs, self_cache, scores
 
     def compute_output_shape(self, x_shape, context_shape=None):
         return tuple(x_shape)

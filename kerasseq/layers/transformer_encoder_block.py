@@ -2,6 +2,7 @@
 
 import keras
 
+from kerasseq.layers._deprecation import renamed_argument
 from kerasseq.layers.feed_forward import FeedForward
 from kerasseq.layers.global_self_attention import GlobalSelfAttention
 from kerasseq.layers.multi_head_attention import resolve_key_dim
@@ -28,10 +29,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     Call arguments:
         x: `(batch_size, source_length, d_model)`.
-        padding_mask: optional boolean `(batch_size, source_length)`, True on
-            real tokens; defaults to the Keras mask carried by `x`.
+        encoder_padding_mask: optional boolean `(batch_size, source_length)`,
+            True on real tokens; defaults to the Keras mask carried by `x`.
+            (keras-hub's `TransformerEncoder` calls it `padding_mask`; kerasseq
+            names a mask by the sequence it covers, the same in every layer.)
         training: Python bool or `None` (dropout).
-        mask: filled by Keras from `x`'s mask; prefer `padding_mask`.
+        mask: filled by Keras from `x`'s mask; pass `encoder_padding_mask`.
+        padding_mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(batch_size, source_length, d_model)`; the input's Keras mask is
@@ -80,10 +84,17 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.feed_forward.build(x_shape)
         self.built = True
 
-    def call(self, x, padding_mask=None, training=None, mask=None):
-        padding_mask = mask if padding_mask is None else padding_mask
-        x = self.self_attention(x, padding_mask=padding_mask, training=training)
-        return self.feed_forward(x, padding_mask=padding_mask, training=training)
+    def call(self, x, encoder_padding_mask=None, training=None, mask=None, padding_mask=None):
+        encoder_padding_mask = renamed_argument(
+            "TransformerEncoderBlock", "padding_mask", padding_mask,
+            "encoder_padding_mask", encoder_padding_mask,
+        )
+        if encoder_padding_mask is None:
+            encoder_padding_mask = mask
+        x = self.self_attention(
+            x, encoder_padding_mask=encoder_padding_mask, training=training
+        )
+        return self.feed_forward(x, training=training)
 
     def compute_output_shape(self, x_shape):
         return tuple(x_shape)

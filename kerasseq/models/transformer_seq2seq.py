@@ -97,7 +97,7 @@ def _encoder_stack(embedding, dropout, blocks, final_norm, source_ids, source_ma
     """Source ids `(batch_size, source_length)` → encoder outputs `(batch_size, source_length, d_model)`."""
     x = dropout(embedding(source_ids), training=training)
     for block in blocks:
-        x = block(x, padding_mask=source_mask, training=training)
+        x = block(x, encoder_padding_mask=source_mask, training=training)
     return final_norm(x) if final_norm is not None else x
 
 
@@ -110,7 +110,7 @@ def _decoder_stack(embedding, dropout, blocks, final_norm, target_in_ids, encode
     scores = []
     for block in blocks:
         x, block_scores = block(
-            x, encoder_outputs, target_padding_mask=target_mask, source_padding_mask=source_mask,
+            x, encoder_outputs, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
             return_attention_scores=True, training=training,
         )
         scores.append(block_scores)
@@ -279,10 +279,11 @@ class TransformerSeq2Seq(Seq2SeqModel):
         batch_size = ops.shape(source_ids)[0]
         state = {"source_mask": source_mask}
         for i, block in enumerate(self.decoder_blocks):
-            cross_key, cross_value = block.compute_cross_cache(encoder_outputs)
-            # each (batch_size, source_length, num_heads, key_dim)
-            self_key, self_value = block.init_self_cache(batch_size, int(max_length))
-            # each (batch_size, max_length, num_heads, key_dim)
+            (self_key, self_value), (cross_key, cross_value) = block.build_cache(
+                batch_size, int(max_length), encoder_outputs
+            )
+            # self: each (batch_size, max_length, num_heads, key_dim);
+            # cross: each (batch_size, source_length, num_heads, key_dim)
             state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)] = cross_key, cross_value
             state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)] = self_key, self_value
         state["attention_weights"] = ops.zeros(ops.shape(source_ids), "float32")
@@ -308,10 +309,12 @@ class TransformerSeq2Seq(Seq2SeqModel):
         new_state = dict(state)
         weights = 0.0
         for i, block in enumerate(self.decoder_blocks):
-            self_cache = (state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)])
-            x, self_cache, scores = block.call_step(
-                x, step, self_cache, state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)],
-                source_padding_mask=state["source_mask"], training=False,
+            cache = (
+                (state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)]),
+                (state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)]),
+            )
+            x, (self_cache, _), scores = block.call_step(
+                x, step, cache, encoder_padding_mask=state["source_mask"], training=False,
             )
             # x (batch_size, 1, d_model); scores (batch_size, num_heads, 1, source_length)
             new_state[SELF_KEY.format(i)], new_state[SELF_VALUE.format(i)] = self_cache

@@ -38,7 +38,7 @@ def test_causal_attention_mask():
 def test_matches_keras_causal_attention_with_add_and_norm():
     x, padding_mask = _inputs(np.random.default_rng(0))
     layer = CausalSelfAttention(d_model=8, num_heads=2)
-    outputs = layer(x, padding_mask=padding_mask)
+    outputs = layer(x, decoder_padding_mask=padding_mask)
     reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
     reference(x, x)
     reference.set_weights(layer.attention.get_weights())
@@ -89,10 +89,10 @@ def test_call_step_matches_full_call():
     x, _ = _inputs(np.random.default_rng(3))
     layer = CausalSelfAttention(d_model=8, num_heads=2)
     full = keras.ops.convert_to_numpy(layer(x))
-    cache = layer.init_cache(batch_size=2, max_length=9)
+    cache = layer.build_cache(batch_size=2, max_length=9)
     assert tuple(cache[0].shape) == (2, 9, 2, 4)
     for t in range(6):
-        step, cache = layer.call_step(x[:, t : t + 1], t, cache)
+        step, cache, _ = layer.call_step(x[:, t : t + 1], t, cache)
         np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-5)
 
 

@@ -26,7 +26,7 @@ def test_matches_keras_attention_with_add_and_norm():
     x, context, context_mask = _inputs(np.random.default_rng(0))
     layer = CrossAttention(d_model=8, num_heads=2)
     outputs, scores = layer(
-        x, context, context_mask=context_mask, return_attention_scores=True
+        x, context, encoder_padding_mask=context_mask, return_attention_scores=True
     )
     reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
     reference(x, context)
@@ -46,7 +46,7 @@ def test_scores_shape_padding_and_last_attention_scores():
     x, context, context_mask = _inputs(np.random.default_rng(1))
     layer = CrossAttention(d_model=8, num_heads=2)
     assert layer.last_attention_scores is None
-    layer(x, context, context_mask=context_mask)
+    layer(x, context, encoder_padding_mask=context_mask)
     scores = keras.ops.convert_to_numpy(layer.last_attention_scores)
     assert scores.shape == (2, 2, 4, 5)  # (batch, heads, target, source)
     np.testing.assert_array_equal(scores[0, :, :, 3:], 0.0)
@@ -59,7 +59,7 @@ def test_extra_source_padding_changes_nothing():
     short = layer(x, context[:, :3])
     padded_context = np.concatenate([context[:, :3], 100 * np.ones((2, 4, 8))], 1)
     mask = np.arange(7)[None, :].repeat(2, 0) < 3
-    padded = layer(x, padded_context.astype("float32"), context_mask=mask)
+    padded = layer(x, padded_context.astype("float32"), encoder_padding_mask=mask)
     np.testing.assert_allclose(padded, short, atol=1e-5)
 
 
@@ -70,7 +70,7 @@ def test_keras_mask_of_the_context_is_used():
     context = embedding(source_ids)
     layer = CrossAttention(d_model=8, num_heads=2)
     np.testing.assert_allclose(
-        layer(x, context), layer(x, context, context_mask=source_ids != 0), atol=1e-6
+        layer(x, context), layer(x, context, encoder_padding_mask=source_ids != 0), atol=1e-6
     )
 
 
@@ -78,13 +78,13 @@ def test_call_step_with_precomputed_keys_and_values():
     x, context, context_mask = _inputs(np.random.default_rng(4))
     layer = CrossAttention(d_model=8, num_heads=2, norm_first=True)
     full, full_scores = layer(
-        x, context, context_mask=context_mask, return_attention_scores=True
+        x, context, encoder_padding_mask=context_mask, return_attention_scores=True
     )
-    cross_key, cross_value = layer.compute_cache(context)
+    cross_key, cross_value = layer.build_cache(context)
     assert tuple(cross_key.shape) == (2, 5, 2, 4)
     for t in range(4):
-        step, scores = layer.call_step(
-            x[:, t : t + 1], cross_key, cross_value, context_mask=context_mask
+        step, _, scores = layer.call_step(
+            x[:, t : t + 1], None, (cross_key, cross_value), encoder_padding_mask=context_mask
         )
         np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-5)
         np.testing.assert_allclose(scores[:, :, 0], full_scores[:, :, t], atol=1e-6)
@@ -96,17 +96,19 @@ def test_call_step_with_shared_keys_equals_tiled_keys(norm_first):
     rng = np.random.default_rng(7)
     x, context, context_mask = _inputs(rng)  # 2 sources
     layer = CrossAttention(d_model=8, num_heads=2, norm_first=norm_first)
-    layer(x, context, context_mask=context_mask)
-    cross_key, cross_value = layer.compute_cache(context)  # (2, 5, 2, 4)
+    layer(x, context, encoder_padding_mask=context_mask)
+    cross_key, cross_value = layer.build_cache(context)  # (2, 5, 2, 4)
     group = 3
     x_step = rng.normal(size=(2 * group, 1, 8)).astype("float32")  # 3 hypotheses per source
     tiled_mask = np.repeat(context_mask, group, axis=0)
-    tiled, tiled_scores = layer.call_step(
-        x_step, np.repeat(cross_key, group, axis=0), np.repeat(cross_value, group, axis=0),
-        context_mask=tiled_mask,
+    tiled, _, tiled_scores = layer.call_step(
+        x_step, None, (np.repeat(cross_key, group, axis=0), np.repeat(cross_value, group, axis=0)),
+        encoder_padding_mask=tiled_mask,
     )
     for mask in (tiled_mask, context_mask):  # the mask may be tiled or not
-        shared, shared_scores = layer.call_step(x_step, cross_key, cross_value, context_mask=mask)
+        shared, _, shared_scores = layer.call_step(
+            x_step, None, (cross_key, cross_value), encoder_padding_mask=mask
+        )
         np.testing.assert_allclose(shared, tiled, atol=1e-6)
         np.testing.assert_allclose(shared_scores, tiled_scores, atol=1e-6)
     assert tuple(shared_scores.shape) == (2 * group, 2, 1, 5)

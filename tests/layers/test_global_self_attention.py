@@ -28,7 +28,7 @@ def _inputs(rng):
 def test_matches_keras_attention_with_add_and_norm(norm_first):
     x, padding_mask = _inputs(np.random.default_rng(0))
     layer = GlobalSelfAttention(d_model=8, num_heads=2, norm_first=norm_first)
-    outputs = layer(x, padding_mask=padding_mask)
+    outputs = layer(x, encoder_padding_mask=padding_mask)
     reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
     reference(x, x)
     reference.set_weights(layer.attention.get_weights())
@@ -50,14 +50,14 @@ def test_extra_padding_changes_nothing_and_keras_mask_is_used():
     x, padding_mask = _inputs(np.random.default_rng(1))
     layer = GlobalSelfAttention(d_model=8, num_heads=2)
     short = layer(x[:1, :4])
-    padded = layer(x[:1], padding_mask=padding_mask[:1])
+    padded = layer(x[:1], encoder_padding_mask=padding_mask[:1])
     np.testing.assert_allclose(padded[:, :4], short, atol=1e-5)
 
     embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_length=10)
     token_ids = np.array([[3, 4, 5, 0, 0]])
     embedded = embedding(token_ids)  # carries the mask token_ids != 0
     np.testing.assert_allclose(
-        layer(embedded), layer(embedded, padding_mask=token_ids != 0), atol=1e-6
+        layer(embedded), layer(embedded, encoder_padding_mask=token_ids != 0), atol=1e-6
     )
     np.testing.assert_array_equal(layer(embedded)._keras_mask, token_ids != 0)
 
@@ -65,7 +65,7 @@ def test_extra_padding_changes_nothing_and_keras_mask_is_used():
 def test_attention_scores_hide_padding():
     x, padding_mask = _inputs(np.random.default_rng(2))
     layer = GlobalSelfAttention(d_model=8, num_heads=2)
-    _, scores = layer(x, padding_mask=padding_mask, return_attention_scores=True)
+    _, scores = layer(x, encoder_padding_mask=padding_mask, return_attention_scores=True)
     scores = keras.ops.convert_to_numpy(scores)
     assert scores.shape == (2, 2, 6, 6)
     np.testing.assert_array_equal(scores[0, :, :, 4:], 0.0)

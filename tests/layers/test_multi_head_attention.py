@@ -106,9 +106,9 @@ def test_static_cache_equals_plain_call():
     value = rng.normal(size=(2, 5, 8)).astype("float32")
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     expected = layer(query, value)
-    cache = layer.compute_key_value(value)
+    cache = layer.build_cache(value)
     assert tuple(cache[0].shape) == (2, 5, 2, 4)
-    output, returned_cache = layer(query, None, cache=cache)
+    output, returned_cache, _ = layer.call_step(query, None, cache)
     np.testing.assert_allclose(output, expected, atol=1e-6)
     np.testing.assert_array_equal(returned_cache[0], cache[0])
     np.testing.assert_array_equal(returned_cache[1], cache[1])
@@ -120,9 +120,9 @@ def test_cache_update_writes_one_position():
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     layer.build(x.shape, x.shape)
     zeros = np.zeros((2, 6, 2, 4), "float32")
-    _, (key_cache, value_cache) = layer(x, x, cache=(zeros, zeros), cache_index=3)
+    _, (key_cache, value_cache), _ = layer.call_step(x, 3, (zeros, zeros))
     key_cache = keras.ops.convert_to_numpy(key_cache)
-    expected_key, _ = layer.compute_key_value(x)
+    expected_key, _ = layer.build_cache(x)
     np.testing.assert_allclose(key_cache[:, 3:4], expected_key, atol=1e-6)
     assert not key_cache[:, [0, 1, 2, 4, 5]].any()
 
@@ -141,5 +141,5 @@ def test_errors_name_the_argument():
         MultiHeadAttention(num_heads=0, key_dim=4)
     layer = MultiHeadAttention(num_heads=1, key_dim=4)
     x = np.zeros((1, 2, 4), "float32")
-    with pytest.raises(ValueError, match="cache_index must be None"):
-        layer(x, x, cache_index=0)
+    with pytest.raises(ValueError, match="value and key must be None"):
+        layer.call_step(x, None, (x, x), value=x)

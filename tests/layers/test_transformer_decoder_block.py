@@ -83,8 +83,8 @@ def test_changing_future_target_tokens_changes_no_earlier_output():
     block = _block()
     changed = x.copy()
     changed[:, 2:] = np.random.default_rng(3).normal(size=changed[:, 2:].shape)
-    first = block(x, context, source_padding_mask=source_mask)
-    second = block(changed, context, source_padding_mask=source_mask)
+    first = block(x, context, encoder_padding_mask=source_mask)
+    second = block(changed, context, encoder_padding_mask=source_mask)
     np.testing.assert_allclose(first[:, :2], second[:, :2], atol=1e-6)
     assert not np.allclose(first[:, 2:], second[:, 2:])
 
@@ -95,7 +95,7 @@ def test_extra_source_padding_changes_nothing():
     short = block(x, context[:, :3])
     padded_context = np.concatenate([context[:, :3], np.full((2, 4, 8), 7.0)], axis=1)
     source_mask = np.arange(7)[None].repeat(2, 0) < 3
-    padded = block(x, padded_context.astype("float32"), source_padding_mask=source_mask)
+    padded = block(x, padded_context.astype("float32"), encoder_padding_mask=source_mask)
     np.testing.assert_allclose(padded, short, atol=1e-5)
 
 
@@ -123,19 +123,17 @@ def test_keras_masks_on_inputs_are_honoured():
 def _run_incrementally(blocks, x, context, source_mask, max_length, step_fn=None):
     """Decodes position by position through a stack of blocks with KV caches."""
     batch_size, target_length, _ = x.shape
-    self_caches = [b.init_self_cache(batch_size, max_length) for b in blocks]
-    cross_caches = [b.compute_cross_cache(context) for b in blocks]
+    caches = [b.build_cache(batch_size, max_length, context) for b in blocks]
     outputs, all_scores = [], []
     for t in range(target_length):
         hidden = x[:, t : t + 1]
         for i, block in enumerate(blocks):
             call = step_fn or block.call_step
-            hidden, self_caches[i], scores = call(
+            hidden, caches[i], scores = call(
                 hidden,
                 t if step_fn is None else tf.constant(t),
-                self_caches[i],
-                *cross_caches[i],
-                source_mask,
+                caches[i],
+                encoder_padding_mask=source_mask,
             )
             assert tuple(scores.shape) == (batch_size, NUM_HEADS, 1, context.shape[1])
         outputs.append(keras.ops.convert_to_numpy(hidden)[:, 0])
@@ -152,7 +150,7 @@ def test_incremental_decoding_matches_full_call(num_blocks, norm_first):
         hidden, full_scores = block(
             hidden,
             context,
-            source_padding_mask=source_mask,
+            encoder_padding_mask=source_mask,
             return_attention_scores=True,
         )
     incremental, step_scores = _run_incrementally(blocks, x, context, source_mask, 8)
@@ -163,7 +161,7 @@ def test_incremental_decoding_matches_full_call(num_blocks, norm_first):
 def test_call_step_compiles_with_xla_and_a_tensor_step_index():
     x, context, _, source_mask = _inputs(np.random.default_rng(6))
     block = _block()
-    full = block(x, context, source_padding_mask=source_mask)
+    full = block(x, context, encoder_padding_mask=source_mask)
     step = tf.function(block.call_step, jit_compile=True)
     incremental, _ = _run_incrementally(
         [block], x, context, source_mask, max_length=6, step_fn=step
@@ -174,9 +172,10 @@ def test_call_step_compiles_with_xla_and_a_tensor_step_index():
 def test_cache_layout():
     block = _block()
     block(*_inputs(np.random.default_rng(7))[:2])
-    key_cache, value_cache = block.init_self_cache(batch_size=3, max_length=10)
+    (key_cache, value_cache), (cross_key, cross_value) = block.build_cache(
+        batch_size=3, max_length=10, context=np.zeros((3, 5, 8), "float32")
+    )
     assert tuple(key_cache.shape) == tuple(value_cache.shape) == (3, 10, 2, 4)
-    cross_key, cross_value = block.compute_cross_cache(np.zeros((3, 5, 8), "float32"))
     assert tuple(cross_key.shape) == tuple(cross_value.shape) == (3, 5, 2, 4)
 
 
@@ -236,13 +235,12 @@ def test_no_nan_under_mixed_float16():
         assert outputs.dtype == np.float16
         assert np.isfinite(outputs).all()
         assert np.isfinite(keras.ops.convert_to_numpy(scores)).all()
-        cache = block.init_self_cache(3, 5)
+        cache = block.build_cache(3, 5, source_embedding(source_ids))
         step, _, _ = block.call_step(
             target_embedding(target_ids[:, :1]),
             0,
             cache,
-            *block.compute_cross_cache(source_embedding(source_ids)),
-            source_ids != 0,
+            encoder_padding_mask=source_ids != 0,
         )
         assert np.isfinite(keras.ops.convert_to_numpy(step)).all()
     finally:
@@ -253,7 +251,7 @@ def test_no_nan_under_mixed_float16():
 def test_decoder_only_matches_keras_hub_without_encoder():
     x, _, target_mask, _ = _inputs(np.random.default_rng(2))
     block = _block(layer_norm_epsilon=1e-6)
-    outputs = block(x, target_padding_mask=target_mask)
+    outputs = block(x, decoder_padding_mask=target_mask)
     assert not block.cross_attention.built and not block.cross_attention.weights
 
     reference = keras_hub.layers.TransformerDecoder(
@@ -283,7 +281,7 @@ def test_decoder_only_language_model_generates_through_its_cache(tmp_path):
     tokens = np.array([[1, 4, 9, 3, 7, 2]], "int32")
     full = np.asarray(model(tokens))
 
-    cache = block.init_self_cache(1, length)
+    cache = block.build_cache(1, length)
     steps = []
     for t in range(length):
         x = embedding(tokens[:, t : t + 1], start_index=t)
@@ -304,7 +302,7 @@ def test_decoder_only_and_encoder_decoder_uses_are_not_mixed():
     with pytest.raises(ValueError, match="built decoder-only"):
         decoder_only(x, context)
     with pytest.raises(ValueError, match="no cross-attention to cache"):
-        decoder_only.compute_cross_cache(context)
+        decoder_only.build_cache(1, 4, context)
     with pytest.raises(ValueError, match="decoder-only block"):
         decoder_only(x, return_attention_scores=True)
     with_encoder = _block()

@@ -38,12 +38,12 @@ def test_matches_keras_hub_transformer_encoder(norm_first):
     block = TransformerEncoderBlock(
         d_model=8, num_heads=2, dff=16, norm_first=norm_first, layer_norm_epsilon=1e-6
     )
-    outputs = block(x, padding_mask=padding_mask)
+    outputs = block(x, encoder_padding_mask=padding_mask)
     # Non-trivial LayerNorm parameters, so a swapped norm would be caught.
     rng = np.random.default_rng(1)
     for norm in (block.self_attention.layer_norm, block.feed_forward.layer_norm):
         norm.set_weights([rng.uniform(0.5, 1.5, 8), rng.normal(0, 0.1, 8)])
-    outputs = block(x, padding_mask=padding_mask)
+    outputs = block(x, encoder_padding_mask=padding_mask)
 
     reference = keras_hub.layers.TransformerEncoder(
         intermediate_dim=16,
@@ -61,7 +61,7 @@ def test_extra_padding_changes_nothing_and_mask_is_propagated():
     x, padding_mask = _inputs(np.random.default_rng(2))
     block = TransformerEncoderBlock(d_model=8, num_heads=2, dff=16)
     short = block(x[:1, :4])
-    padded = block(x[:1], padding_mask=padding_mask[:1])
+    padded = block(x[:1], encoder_padding_mask=padding_mask[:1])
     np.testing.assert_allclose(padded[:, :4], short, atol=1e-5)
 
     embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_length=10)
@@ -69,7 +69,7 @@ def test_extra_padding_changes_nothing_and_mask_is_propagated():
     outputs = block(embedding(token_ids))
     np.testing.assert_array_equal(outputs._keras_mask, token_ids != 0)
     np.testing.assert_allclose(
-        outputs, block(embedding(token_ids), padding_mask=token_ids != 0), atol=1e-6
+        outputs, block(embedding(token_ids), encoder_padding_mask=token_ids != 0), atol=1e-6
     )
 
 

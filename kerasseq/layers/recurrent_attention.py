@@ -1,0 +1,79 @@
+"""The shared base of the recurrent decoder's attentions (Bahdanau, Luong)."""
+
+import keras
+from keras import ops
+
+from kerasseq.layers._attention_math import masked_softmax
+from kerasseq.layers._deprecation import renamed_argument
+
+
+@keras.saving.register_keras_serializable(package="kerasseq")
+class RecurrentAttention(keras.layers.Layer):
+    """Attention of one decoder state over the encoder outputs: the shared `call`.
+
+    For a query q (a decoder state) and encoder outputs h_i:
+
+        e_i   = score(q, keys_i)            keys = precompute_keys(h), once per sentence
+        α_i   = exp(e_i) / Σ_j exp(e_j)     (over real positions: `masked_softmax`)
+        ctx   = Σ_i α_i h_i
+
+    Subclasses choose the score and what part of it depends only on the
+    source (as `keras.layers.AdditiveAttention` extends
+    `keras.layers.Attention` by its score): `BahdanauAttention` (additive,
+    queried with s_{t-1}) and `LuongAttention` (dot, general, concat,
+    queried with s_t). A subclass implements `build`, `score(query, keys)`
+    and, if it transforms the encoder outputs, `precompute_keys(values)`, and
+    sets `query_uses_previous_state` (read by `GRUDecoder`).
+
+    Padded source positions get weight 0; a source with no real position
+    gives zero weights and a zero context (never NaN).
+
+    Call arguments:
+        query: `(batch_size, query_dim)`: a decoder state.
+        values: `(batch_size, source_length, value_dim)`: encoder outputs h_i.
+        encoder_padding_mask: optional bool `(batch_size, source_length)`,
+            True = real token. Without it, the Keras mask carried by `values`
+            is used.
+        keys: optional `precompute_keys(values)`, to skip recomputing it.
+        values_mask: the slot Keras fills with the mask carried by `values`.
+        mask: deprecated name of `encoder_padding_mask`.
+
+    Returns:
+        `(context, attention_weights)`: `(batch_size, value_dim)` and
+        `(batch_size, source_length)`.
+    """
+
+    query_uses_previous_state = False
+
+    def precompute_keys(self, values):
+        """The part of the score that depends only on the source; `values` itself here."""
+        return values
+
+    def score(self, query, keys):
+        """Unnormalised scores e_i: `(batch_size, source_length)`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement score(query, keys).")
+
+    def call(self, query, values, encoder_padding_mask=None, keys=None, values_mask=None,
+             mask=None):
+        encoder_padding_mask = renamed_argument(
+            type(self).__name__, "mask", mask, "encoder_padding_mask", encoder_padding_mask
+        )
+        if encoder_padding_mask is None:
+            # Keras fills `values_mask` with the mask that travels on `values`
+            # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
+            encoder_padding_mask = values_mask
+        if keys is None:
+            keys = self.precompute_keys(values)
+        weights = masked_softmax(self.score(query, keys), encoder_padding_mask)
+        weights = ops.cast(weights, values.dtype)  # (batch_size, source_length)
+        context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
+        return context, weights
+
+    def compute_mask(self, *args, **kwargs):
+        # The source mask is consumed here (context and weights are per
+        # query, not per source position): nothing to pass on, no warning.
+        return None
+
+    def compute_output_shape(self, query_shape, values_shape, encoder_padding_mask_shape=None,
+                             keys_shape=None, values_mask_shape=None, mask_shape=None):
+        return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])
