@@ -18,9 +18,19 @@ from `SearchConfig.jit_compile`; because every batch is padded to a bucket,
 the number of compiled shapes stays small (about log2(batch_size) row buckets
 times the source-length buckets that occur).
 
+One of each (DESIGN §3): the translator is the only place that pads to
+buckets (`Translator._pad_to_bucket`, TensorFlow ops run eagerly here and
+traced inside the exported function), compiles (`_compiled`, one function
+per bucket shape) and counts traces (`trace_count`). The decoders it runs
+(`kerasseq.decoding`'s loops) keep no compiled functions, `SearchConfig`
+(defined in `kerasseq.decoding.config`, re-exported here) checks every
+setting, and the serving module lives in `kerasseq.export`.
+
 The translator only needs the decoding contract
-(`kerasseq.decoding.Seq2SeqDecodable`: `encode` and `decode_step`) plus,
-for text, `source_tokenizer` / `target_tokenizer`; models do not import it.
+(`kerasseq.decoding.Seq2SeqDecodable`: `encode` and `decode_step`) plus the
+optional attributes listed in `kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`
+(tokenizers for text, ids, limits, hooks), read through `contract.optional`;
+models do not import it.
 """
 
 import numbers

@@ -241,6 +241,42 @@ class TokenizerBase(keras.layers.Layer):
         return config
 
 
+def check_vocabulary(vocabulary, unit="tokens"):
+    """The tokens of `vocabulary` (bytes decoded) as a list of str.
+
+    The checks every kerasseq tokenizer makes: a list of str, none of them
+    reserved, empty or repeated.
+
+    Raises:
+        ValueError: naming the problem.
+    """
+    if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
+        raise ValueError(
+            f"`vocabulary` must be a list of str. Received: vocabulary={vocabulary!r:.200}"
+        )
+    tokens = [token.decode("utf-8") if isinstance(token, bytes) else token
+              for token in vocabulary]
+    wrong = [token for token in tokens if not isinstance(token, str)]
+    if wrong:
+        raise ValueError(
+            f"`vocabulary` must contain only str. Received {type(wrong[0]).__name__} "
+            f"values such as {wrong[0]!r:.100}."
+        )
+    reserved = sorted(set(tokens) & set(RESERVED_TOKENS))
+    if reserved:
+        raise ValueError(
+            f"`vocabulary` must not contain the reserved tokens {list(RESERVED_TOKENS)} "
+            f"(they always get ids 0-3). Received vocabulary containing {reserved}."
+        )
+    if "" in tokens:
+        raise ValueError("`vocabulary` must not contain the empty string: every one of its "
+                         f"{unit} is non-empty.")
+    duplicates = sorted(t for t, count in collections.Counter(tokens).items() if count > 1)
+    if duplicates:
+        raise ValueError(f"`vocabulary` contains duplicate {unit}: {duplicates[:20]!r}.")
+    return tokens
+
+
 def check_flag(name, value):
     """Raise unless `value` is a bool (NumPy's included)."""
     if not isinstance(value, (bool, np.bool_)):
@@ -355,34 +391,7 @@ class TextTokenizer(TokenizerBase):
         Args:
             vocabulary: list of str. The first token gets id 4.
         """
-        if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
-            raise ValueError(
-                "`vocabulary` must be a list of str. "
-                f"Received: vocabulary={vocabulary!r:.200}"
-            )
-        tokens = [
-            token.decode("utf-8") if isinstance(token, bytes) else token
-            for token in vocabulary
-        ]
-        if not all(isinstance(token, str) for token in tokens):
-            raise ValueError(
-                f"`vocabulary` must contain only str. Received: {tokens[:10]!r}..."
-            )
-        reserved = sorted(set(tokens) & set(RESERVED_TOKENS))
-        if reserved:
-            raise ValueError(
-                "`vocabulary` must not contain the reserved tokens "
-                f"{list(RESERVED_TOKENS)} (they always get ids 0-3). Received "
-                f"vocabulary containing {reserved}."
-            )
-        if "" in tokens:
-            raise ValueError("`vocabulary` must not contain the empty string.")
-        counts = collections.Counter(tokens)
-        duplicates = sorted(token for token, count in counts.items() if count > 1)
-        if duplicates:
-            raise ValueError(
-                f"`vocabulary` contains duplicate tokens: {duplicates[:20]!r}."
-            )
+        tokens = check_vocabulary(vocabulary)
         full = [START_TOKEN, END_TOKEN] + tokens
         self._token_to_id.set_vocabulary(full)
         self._id_to_token.set_vocabulary(full)

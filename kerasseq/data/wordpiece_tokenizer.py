@@ -23,7 +23,6 @@ needs `import tensorflow_text` before `tf.saved_model.load` (it still needs no
 kerasseq).
 """
 
-import collections
 import types
 
 import keras
@@ -37,6 +36,7 @@ from kerasseq.data.tokenizer import (
     TokenizerBase,
     _to_string_tensor,
     check_flag,
+    check_vocabulary,
 )
 
 SUFFIX_INDICATOR = "##"
@@ -332,40 +332,18 @@ class WordPieceTextTokenizer(TokenizerBase):
 
 def _check_vocabulary(vocabulary):
     """The pieces of `vocabulary` as a list of str, or a `ValueError` naming the problem."""
-    if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
-        raise ValueError(
-            f"`vocabulary` must be a list of str. Received: vocabulary={vocabulary!r:.200}"
-        )
-    pieces = [
-        piece.decode("utf-8") if isinstance(piece, bytes) else piece for piece in vocabulary
-    ]
-    wrong = [piece for piece in pieces if not isinstance(piece, str)]
-    if wrong:
-        raise ValueError(
-            f"`vocabulary` must contain only str. Received {type(wrong[0]).__name__} "
-            f"values such as {wrong[0]!r:.100}."
-        )
+    pieces = check_vocabulary(vocabulary, "pieces")
     if not pieces:
         raise ValueError(
             "`vocabulary` must hold at least one piece. Received an empty vocabulary; "
             "pass None and call adapt(texts) to learn one."
         )
-    reserved = sorted(set(pieces) & set(RESERVED_TOKENS))
-    if reserved:
-        raise ValueError(
-            f"`vocabulary` must not contain the reserved tokens {list(RESERVED_TOKENS)} "
-            f"(they always get ids 0-3). Received vocabulary containing {reserved}."
-        )
-    bad = [piece for piece in pieces if not piece or piece.split() != [piece]
-           or piece == SUFFIX_INDICATOR]
+    bad = [piece for piece in pieces if piece.split() != [piece] or piece == SUFFIX_INDICATOR]
     if bad:
         raise ValueError(
             "`vocabulary` pieces must be non-empty, hold no whitespace and not be the bare "
             f"suffix indicator {SUFFIX_INDICATOR!r}. Received: {bad[:10]!r}"
         )
-    duplicates = sorted(p for p, count in collections.Counter(pieces).items() if count > 1)
-    if duplicates:
-        raise ValueError(f"`vocabulary` contains duplicate pieces: {duplicates[:20]!r}.")
     return pieces
 
 
