@@ -280,11 +280,7 @@ class Translator:
                     "max_length must be given in the SearchConfig: the model has no "
                     f"max_target_length. Received: max_length={config.max_length!r}"
                 )
-            if config.min_length > max_length:
-                raise ValueError(
-                    f"min_length must be <= max_length={max_length}. "
-                    f"Received: min_length={config.min_length}"
-                )
+            config.replace(max_length=int(max_length))  # SearchConfig checks min_length too
         # Everything lives in one namespace: nothing here is tracked by
         # TensorFlow (`kerasseq.export.ServingModule` tracks what it saves).
         self._python = types.SimpleNamespace(
