@@ -3,8 +3,10 @@
 Every method decodes the same batch with the same (untrained, randomly
 initialised) `build_transformer_seq2seq` model:
 
-- kerasseq `greedy` and `beam_search(num_beams=4)`, `jit_compile` off and on,
-  driven by the model's cached `decode_step` (beam search with
+- kerasseq `greedy` and `beam_search(num_beams=4)` inside one `tf.function`
+  with `model.encode` (the caller compiles: the decoders keep no compiled
+  functions), `jit_compile` off and on, driven by the model's cached
+  `decode_step` (beam search with
   `shared_state=model.shared_state_keys`, as the Translator runs it: one copy
   of the cross-attention caches per source instead of one per beam);
 - `keras_hub.samplers.BeamSampler(num_beams=4)` driven by the SAME cached
@@ -25,8 +27,8 @@ sentence: the output bias of the end token (and of the padding id 0) is set to
 so kerasseq's best beam should equal keras-hub's top beam (checked below), and
 the cached greedy output should equal the no-cache greedy output.
 
-Timing. Each timed call includes `encode` (a `tf.function`) for the cached
-methods; the no-cache loops re-run the encoder at every step by design. Each
+Timing. Each timed call includes `encode` (in the same `tf.function`) for the
+cached methods; the no-cache loops re-run the encoder at every step by design. Each
 method is called once to trace / compile (reported as "first call"), then the
 methods are timed in `R` interleaved rounds and the median is reported.
 Throughput counts the `batch * N` tokens of the returned sentences (beam
@@ -136,24 +138,26 @@ def build_model(settings):
 
 def make_methods(model, num_new):
     """name -> (function(source_ids) -> tokens (batch, num_new) best first, jit)."""
-    encode = tf.function(model.encode)
     step_fn = model.decode_step
 
+    # The decoders keep no compiled functions: like keras-hub's sampler below,
+    # each runs inside one tf.function of the caller (encode + search), XLA or not.
     def kerasseq_greedy(jit):
+        @tf.function(jit_compile=jit)
         def run(source_ids):
-            state = encode(source_ids)
+            state = model.encode(source_ids)
             ids, _, _ = greedy(step_fn, state, source_ids.shape[0], START_ID, END_ID,
-                               max_length=num_new, min_length=num_new, jit_compile=jit)
+                               max_length=num_new, min_length=num_new)
             return ids
         return run
 
     def kerasseq_beam(jit):
+        @tf.function(jit_compile=jit)
         def run(source_ids):
-            state = encode(source_ids)
+            state = model.encode(source_ids)
             ids, _, _ = beam_search(step_fn, state, source_ids.shape[0], START_ID, END_ID,
                                     num_beams=NUM_BEAMS, max_length=num_new,
-                                    min_length=num_new, jit_compile=jit,
-                                    shared_state=model.shared_state_keys)
+                                    min_length=num_new, shared_state=model.shared_state_keys)
             return ids[:, 0]
         return run
 

@@ -32,14 +32,15 @@ import numbers
 import os
 import re
 import shutil
+import types
 import uuid
 
 import tensorflow as tf
 
-from kerasseq._validation import check_positive_int
 from kerasseq.translator import SearchConfig, Translator, check_model
 
 __all__ = [
+    "ServingModule",
     "Translator",
     "check_export_path",
     "export_translator",
@@ -55,6 +56,7 @@ METADATA_PATH = os.path.join("assets.extra", "kerasseq_export.json")
 # The "format" field of the metadata: how `kerasseq translate` tells a
 # kerasseq translator from any other SavedModel.
 METADATA_FORMAT = "kerasseq-translator"
+TEXT_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="text")
 
 
 def export_translator(
@@ -158,7 +160,7 @@ def export_translator(
         raise ValueError(f"overwrite must be a bool. Received: overwrite={overwrite!r}")
     path = os.path.abspath(os.fspath(path))
     check_export_path(path, overwrite=overwrite)  # before tracing: fail fast
-    module = translator.serving_module()
+    module = ServingModule(translator)
     if alignments:
         from kerasseq.alignment import check_alignable
 
@@ -180,6 +182,71 @@ def export_translator(
 
 
 # --------------------------------------------------------------------------
+# The serving module.
+# --------------------------------------------------------------------------
+
+
+class ServingModule(tf.Module):
+    """What a SavedModel of a `Translator` holds.
+
+    Two `tf.function`s with the input signature `text: tf.string (None,)`:
+    `translate` → `{"translation", "score"}` (the best hypothesis) and
+    `translate_nbest` → `{"translations", "scores"}` (`num_return` columns),
+    both running `Translator.translate_tensor`. It tracks exactly what they
+    capture: the model's variables and the tokenizers' lookup tables (an
+    untracked table makes `tf.saved_model.save` fail, or the vocabulary comes
+    back empty). The translator, the Keras model and the tokenizer objects
+    stay out of the object graph, so loading needs neither Keras nor kerasseq.
+    """
+
+    def __init__(self, translator):
+        super().__init__(name="kerasseq_translator")
+        if translator.source_tokenizer is None or translator.target_tokenizer is None:
+            raise ValueError("A SavedModel translates text: the model needs source_tokenizer "
+                             "and target_tokenizer (for token ids use Translator.generate).")
+        self._python = types.SimpleNamespace(translator=translator)
+        self.model_variables = list(translator.model.variables)
+        self.lookup_tables = (_lookup_tables(translator.source_tokenizer)
+                              + _lookup_tables(translator.target_tokenizer))
+        self.translate = tf.function(self._serve_best, input_signature=[TEXT_SPEC])
+        self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC])
+        self.translate_alignments = None
+
+    def add_alignments(self, layer=-1, head="mean"):
+        """Add `translate_alignments` (text → translation, score, alignment)."""
+        self._python.alignment = (layer, head)
+        self.translate_alignments = tf.function(self._serve_alignments,
+                                                input_signature=[TEXT_SPEC])
+        return self.translate_alignments
+
+    def _serve_alignments(self, text):
+        layer, head = self._python.alignment
+        translations, scores, links = self._python.translator.align_tensor(text, layer, head)
+        return {"translation": translations, "score": scores, "alignment": links}
+
+    def _serve_best(self, text):
+        translations, scores = self._python.translator.translate_tensor(text, num_return=1)
+        return {"translation": translations[:, 0], "score": scores[:, 0]}
+
+    def _serve_nbest(self, text):
+        translations, scores = self._python.translator.translate_tensor(text)
+        return {"translations": translations, "scores": scores}
+
+
+def _lookup_tables(tokenizer):
+    """Every lookup table (a `TrackableResource`) reachable from `tokenizer`.
+
+    A `tf.function` that uses a hash table can only be saved if the table is
+    an attribute of a tracked object; the translator keeps these in a list.
+    """
+    return [
+        trackable
+        for trackable in tf.train.TrackableView(tokenizer).descendants()
+        if isinstance(trackable, tf.saved_model.experimental.TrackableResource)
+    ]
+
+
+# --------------------------------------------------------------------------
 # Arguments.
 # --------------------------------------------------------------------------
 
@@ -187,10 +254,11 @@ def export_translator(
 def make_translator(model, config=None, **settings):
     """The `Translator` an export saves: `config` with `settings` (not None) applied.
 
-    Export rules on top of `SearchConfig`'s: only greedy or beam search;
-    `num_return` defaults to `num_beams` (the columns of `translate_nbest`);
-    `max_source_length` may not exceed a position table; the model needs
-    tokenizers.
+    `SearchConfig` checks every setting (and the model its own limits,
+    `check_search_config`); the export adds its rules: only greedy or beam
+    search; `num_return` defaults to `num_beams` (the columns of
+    `translate_nbest`); `max_source_length` may not exceed a position table;
+    the model needs tokenizers.
 
     Raises:
         ValueError: naming the first bad argument.
@@ -209,38 +277,27 @@ def make_translator(model, config=None, **settings):
     settings = {name: value for name, value in settings.items() if value is not None}
     base = config if config is not None else SearchConfig()  # the shared defaults
     method = settings.get("method", base.method)
-    if method not in EXPORT_METHODS:
+    if method not in EXPORT_METHODS:  # SearchConfig allows "sample"; a served search may not
         raise ValueError(
             f"method must be one of {list(EXPORT_METHODS)}. Received: method={method!r}"
         )
-    for name in ("num_beams", "num_return", "max_length", "max_source_length"):
-        if name in settings:
-            check_positive_int(name, settings[name])
-    if "num_return" not in settings and method == "beam":
-        if base.num_return == 1:  # default: every beam in translate_nbest
-            settings["num_return"] = settings.get("num_beams", base.num_beams)
-    if "num_return" in settings and method == "greedy":
-        if settings["num_return"] > 1:
-            raise ValueError(
-                f"num_return must be <= num_beams=1 (method={method!r}). "
-                f"Received: num_return={settings['num_return']}"
-            )
-        settings.pop("num_return")
-    position_limit = getattr(model, "max_length", None)
-    if isinstance(position_limit, bool) or not isinstance(position_limit, numbers.Integral):
-        position_limit = None
-    source_limit = settings.get("max_source_length")
-    if position_limit is not None and source_limit is not None and source_limit > position_limit:
+    if method == "beam" and "num_return" not in settings and base.num_return == 1:
+        settings["num_return"] = settings.get("num_beams", base.num_beams)  # every beam
+    if method == "greedy" and settings.get("num_return", 1) > 1:
+        raise ValueError(
+            f"num_return must be <= num_beams=1 (method={method!r}). "
+            f"Received: num_return={settings['num_return']}"
+        )
+    config = SearchConfig.from_kwargs(config, **settings)  # the one validator
+    source_limit = config.max_source_length
+    position_limit = getattr(model, "max_length", None)  # a position table
+    if isinstance(position_limit, numbers.Integral) and source_limit is not None \
+            and source_limit > position_limit:
         raise ValueError(
             f"max_source_length must be <= the model's max_length={position_limit} "
             f"(its position table). Received: max_source_length={source_limit}"
         )
-    if position_limit is not None and settings.get("max_length", 0) > position_limit:
-        raise ValueError(
-            f"max_length must be <= the model's max_length={position_limit} (its "
-            f"position table). Received: max_length={settings['max_length']}"
-        )
-    return Translator(model, SearchConfig.from_kwargs(config, **settings))
+    return Translator(model, config)
 
 
 # --------------------------------------------------------------------------
@@ -267,7 +324,7 @@ def _write_metadata(directory, model, translator):
         "num_return": config.returns,
         "length_penalty": float(config.length_penalty),
         "max_length": translator.max_length,
-        "max_source_length": translator._graph_source_limit(),
+        "max_source_length": translator.source_limit,
         "jit_compile": translator.jit_compile,
     }
     target = os.path.join(directory, METADATA_PATH)

@@ -18,34 +18,50 @@ from `SearchConfig.jit_compile`; because every batch is padded to a bucket,
 the number of compiled shapes stays small (about log2(batch_size) row buckets
 times the source-length buckets that occur).
 
+One of each (DESIGN §3): the translator is the only place that pads to
+buckets (`Translator._pad_to_bucket`, TensorFlow ops run eagerly here and
+traced inside the exported function), compiles (`_compiled`, one function
+per bucket shape) and counts traces (`trace_count`). The decoders it runs
+(`kerasseq.decoding`'s loops) keep no compiled functions, `SearchConfig`
+(defined in `kerasseq.decoding.config`, re-exported here) checks every
+setting, and the serving module lives in `kerasseq.export`.
+
 The translator only needs the decoding contract
-(`kerasseq.decoding.Seq2SeqDecodable`: `encode` and `decode_step`) plus,
-for text, `source_tokenizer` / `target_tokenizer`; models do not import it.
+(`kerasseq.decoding.Seq2SeqDecodable`: `encode` and `decode_step`) plus the
+optional attributes listed in `kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`
+(tokenizers for text, ids, limits, hooks), read through `contract.optional`;
+models do not import it.
 """
 
-import dataclasses
 import numbers
 import types
-from typing import Any, Optional, Union
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq import decoding
 from kerasseq._validation import check_int
+from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
+from kerasseq.decoding import contract, encode_for_search
+from kerasseq.decoding.beam_search import beam_search_loop
+from kerasseq.decoding.config import (  # noqa: F401  (SearchConfig's home; re-exported)
+    METHODS,
+    SOURCE_BUCKETS,
+    SearchConfig,
+)
+from kerasseq.decoding.greedy import greedy_loop
+from kerasseq.decoding.sampling import sample_loop
 
-METHODS = ("beam", "greedy", "sample")
-SOURCE_BUCKETS = ("geometric", "multiple")
 DEFAULT_MAX_SOURCE_LENGTH = 256
-PAD_ID, START_ID, END_ID = 0, 2, 3
+# Row buckets of `batch_buckets="pow2"`.
+POW2_BUCKETS = tuple(1 << power for power in range(31))
 
 # A string is "blank" when it holds nothing but the characters Python's
 # `str.strip()` removes: ASCII whitespace, vertical tab, the separators
 # U+001C..U+001F and U+0085, and every Unicode space/line/paragraph separator
 # (category Z). RE2 syntax (used by `tf.strings.regex_full_match`).
 BLANK_PATTERN = r"[\s\v\x{1c}-\x{1f}\x{85}\p{Z}]*"
-TEXT_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="text")
 
 
 def source_bucket_edges(multiple, scheme="geometric", up_to=1 << 16):
@@ -53,8 +69,8 @@ def source_bucket_edges(multiple, scheme="geometric", up_to=1 << 16):
 
     `"multiple"`: m, 2m, 3m, ...; `"geometric"`: m, 2m, 3m, 4m, 6m, 8m, 12m,
     16m, ... (2^k m and 3 * 2^k m). Both the eager path and the exported
-    graph pad to these edges (`source_bucket_length`,
-    `Translator._search_graph`).
+    graph pad to these edges (`Translator`'s one bucketing step,
+    `_pad_to_bucket`; `source_bucket_length` gives the same answer in Python).
     """
     if scheme == "multiple":
         return list(range(multiple, up_to + multiple, multiple))
@@ -73,199 +89,63 @@ def source_bucket_length(length, multiple, scheme="geometric"):
     return -(-length // multiple) * multiple
 
 
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+def _row_edges(buckets):
+    """The row buckets of `batch_buckets` (`"pow2"` or an increasing sequence)."""
+    return POW2_BUCKETS if buckets is True or buckets == "pow2" else tuple(sorted(buckets))
 
 
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+def smallest_edge(edges, value):
+    """The smallest of the increasing `edges` that is >= `value`, else `value`.
+
+    TensorFlow ops, so the same code runs eagerly and inside a graph whose
+    `value` is known only at run time (an export).
+
+    Args:
+        edges: a sequence of Python ints, increasing.
+        value: int or int32 scalar tensor.
+
+    Returns:
+        int32 scalar tensor.
+    """
+    edges = tf.constant(edges, tf.int32)
+    value = tf.convert_to_tensor(value, tf.int32)
+    fitting = tf.boolean_mask(edges, edges >= value)
+    return tf.cond(tf.size(fitting) > 0, lambda: fitting[0], lambda: value)
 
 
-# --------------------------------------------------------------------------
-# SearchConfig.
-# --------------------------------------------------------------------------
+def bucket_size(batch_size, buckets="pow2"):
+    """Smallest row bucket that holds `batch_size` rows (a Python int).
 
-
-@dataclasses.dataclass(frozen=True)
-class SearchConfig:
-    """Every setting of a search, checked once, with kerasseq's one set of defaults.
-
-    Fields:
-        method: `"beam"` (default), `"greedy"` or `"sample"`.
-        num_beams: int >= 1, alive hypotheses per text (beam only; default 4).
-        num_return: int in `[1, num_beams]`, hypotheses returned per text
-            (beam only; default 1). With `num_return > 1`, `translate` returns
-            n-best lists.
-        length_penalty: float alpha >= 0, GNMT length penalty (beam only).
-        coverage_penalty: float beta >= 0, GNMT coverage penalty (beam only;
-            needs a model that reports attention weights).
-        max_length: int >= 1, most target tokens generated; `None` takes the
-            model's `max_target_length`.
-        min_length: int >= 0, the end token is forbidden before this many
-            tokens.
-        temperature, top_k, top_p, seed: sampling settings (sample only, see
-            `kerasseq.decoding.sample`). `seed=None` draws a new seed per call.
-        return_log_probs: bool, beam only: `generate` also returns the
-            unpenalised log-probabilities.
-        jit_compile: `"auto"` (default), True or False. `"auto"` compiles the
-            encoder and the search with XLA when TensorFlow sees a GPU, and
-            not on CPU, where a compile per bucket shape (5-10 s for a
-            3-layer Transformer) costs more than XLA saves on a corpus
-            translated once (`benchmarks/translate_long.py`; see
-            `resolve_jit_compile`). With XLA, the first call for each bucket
-            shape pays the trace and compile time.
-        batch_size: int >= 1, texts decoded at once.
-        batch_buckets: `"pow2"` (default), an increasing tuple of ints, or
-            `None`: every batch is padded to the smallest bucket holding it,
-            so a few compiled shapes serve every batch size.
-        max_source_length: int >= 1 or `None`: source tokens kept per text
-            (longer sources are cut; `None` keeps the source tokenizer's
-            `max_length`, or every token).
-        source_buckets: `"geometric"` (default) or `"multiple"`. Every batch
-            is padded to a source-length bucket, and each bucket is compiled
-            once. `"multiple"` rounds up to a multiple m of the model's
-            `source_length_multiple` (8): one compile per 8 tokens of
-            length. `"geometric"` uses m, 2m, 3m, 4m, 6m, 8m, 12m, 16m, ...
-            (each at most 1.5 times the one before): a corpus of sources up
-            to 256 tokens compiles at most 10 shapes instead of 32, for at
-            most a third more padding.
-        max_length_a, max_length_b: float >= 0 and int >= 0, fairseq's
-            `--max-len-a` / `--max-len-b`. With `max_length_a > 0`, a batch
-            whose sources are padded to S tokens generates at most
-            `min(max_length, ceil(max_length_a * S + max_length_b))` tokens:
-            the search stops, and the Transformer's self-attention cache
-            ends, there. Off by default (`max_length_a=0`: every batch
-            gets `max_length`).
+    Args:
+        batch_size: Python int >= 1.
+        buckets: `"pow2"` for powers of two, or an increasing sequence of
+            ints such as `(8, 32, 128)`; a batch larger than the last bucket
+            keeps its size.
 
     Example:
 
-    >>> config = SearchConfig(num_beams=8, length_penalty=0.6)
-    >>> config.replace(method="greedy").method
-    'greedy'
+    >>> bucket_size(5)
+    8
+    >>> bucket_size(5, buckets=(4, 16))
+    16
     """
+    check_int("batch_size", batch_size, 1)
+    return int(smallest_edge(_row_edges(buckets), batch_size))
 
-    method: str = "beam"
-    num_beams: int = 4
-    num_return: int = 1
-    length_penalty: float = 0.0
-    coverage_penalty: float = 0.0
-    max_length: Optional[int] = None
-    min_length: int = 0
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: Optional[int] = None
-    return_log_probs: bool = False
-    jit_compile: Union[bool, str] = "auto"
-    batch_size: int = 64
-    batch_buckets: Any = "pow2"
-    max_source_length: Optional[int] = None
-    source_buckets: str = "geometric"
-    max_length_a: float = 0.0
-    max_length_b: int = 10
 
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {list(METHODS)}. Received: method={self.method!r}")
-        self._check_int("num_beams", 1)
-        self._check_int("num_return", 1)
-        if self.method == "beam" and self.num_return > self.num_beams:
-            raise ValueError(
-                f"num_return must be <= num_beams={self.num_beams}. "
-                f"Received: num_return={self.num_return}"
-            )
-        for name in ("length_penalty", "coverage_penalty"):
-            value = getattr(self, name)
-            if not _is_real(value) or not value >= 0 or not np.isfinite(value):
-                raise ValueError(f"{name} must be a finite float >= 0. Received: {name}={value!r}")
-        if self.max_length is not None:
-            self._check_int("max_length", 1)
-        self._check_int("min_length", 0)
-        if self.max_length is not None and self.min_length > self.max_length:
-            raise ValueError(
-                f"min_length must be <= max_length={self.max_length}. "
-                f"Received: min_length={self.min_length}"
-            )
-        if not _is_real(self.temperature) or not self.temperature > 0 or not np.isfinite(self.temperature):
-            raise ValueError(f"temperature must be a float > 0. Received: temperature={self.temperature!r}")
-        self._check_int("top_k", 0)
-        if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be a float in (0, 1]. Received: top_p={self.top_p!r}")
-        if self.seed is not None and not _is_int(self.seed):
-            raise ValueError(f"seed must be an int or None. Received: seed={self.seed!r}")
-        if not isinstance(self.return_log_probs, bool):
-            raise ValueError(
-                f"return_log_probs must be a bool. Received: return_log_probs={self.return_log_probs!r}"
-            )
-        if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
-            raise ValueError(
-                "jit_compile must be True, False or 'auto'. "
-                f"Received: jit_compile={self.jit_compile!r}"
-            )
-        self._check_int("batch_size", 1)
-        buckets = self.batch_buckets
-        if buckets is not None and buckets != "pow2":
-            if isinstance(buckets, (str, bool)) or not isinstance(buckets, (tuple, list)) or not buckets \
-                    or not all(_is_int(b) and b >= 1 for b in buckets):
-                raise ValueError(
-                    "batch_buckets must be 'pow2', None or a sequence of ints >= 1. "
-                    f"Received: batch_buckets={buckets!r}"
-                )
-            object.__setattr__(self, "batch_buckets", tuple(sorted(int(b) for b in buckets)))
-        if self.max_source_length is not None:
-            self._check_int("max_source_length", 1)
-        if self.source_buckets not in SOURCE_BUCKETS:
-            raise ValueError(f"source_buckets must be one of {list(SOURCE_BUCKETS)}. "
-                             f"Received: source_buckets={self.source_buckets!r}")
-        if not _is_real(self.max_length_a) or not self.max_length_a >= 0 or not np.isfinite(
-                self.max_length_a):
-            raise ValueError("max_length_a must be a finite float >= 0. "
-                             f"Received: max_length_a={self.max_length_a!r}")
-        self._check_int("max_length_b", 0)
+def pad_rows(tensor, rows):
+    """`tensor` with rows appended up to `rows` (int or int32 scalar tensor).
 
-    def _check_int(self, name, minimum):
-        object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
+    The extra rows repeat row 0, so they are valid model inputs (an all-padding
+    source could make attention divide by zero); their outputs are dropped.
+    """
+    present = tf.shape(tensor)[0]
+    extra = tf.zeros([rows - present], tf.int32)  # (rows - present,)
+    return tf.gather(tensor, tf.concat([tf.range(present), extra], axis=0))
 
-    # ------------------------------------------------------------ helpers
-    @classmethod
-    def fields(cls):
-        """Names of the settings, in declaration order."""
-        return tuple(field.name for field in dataclasses.fields(cls))
 
-    @classmethod
-    def from_kwargs(cls, config=None, **kwargs):
-        """`config` (or the defaults) with `kwargs` replacing fields.
-
-        Raises:
-            TypeError: a keyword is not a `SearchConfig` field (the message
-                lists the valid ones).
-        """
-        if config is not None and not isinstance(config, cls):
-            raise TypeError(
-                f"config must be a kerasseq.SearchConfig. Received: config of type "
-                f"{type(config).__name__}"
-            )
-        unknown = sorted(set(kwargs) - set(cls.fields()))
-        if unknown:
-            raise TypeError(
-                f"Unknown search setting(s) {unknown}. Valid settings: {list(cls.fields())}"
-            )
-        base = config if config is not None else cls()
-        return dataclasses.replace(base, **kwargs) if kwargs else base
-
-    def replace(self, **kwargs):
-        """A copy with some fields replaced (checked again)."""
-        return SearchConfig.from_kwargs(self, **kwargs)
-
-    @property
-    def beams(self):
-        """Hypotheses the search keeps per text: `num_beams` for beam, else 1."""
-        return self.num_beams if self.method == "beam" else 1
-
-    @property
-    def returns(self):
-        """Hypotheses returned per text: `num_return` for beam, else 1."""
-        return self.num_return if self.method == "beam" else 1
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def resolve_jit_compile(jit_compile="auto"):
@@ -389,35 +269,31 @@ class Translator:
     def __init__(self, model, config=None, **overrides):
         check_model(model)
         config = SearchConfig.from_kwargs(config, **overrides)
-        check_search = getattr(model, "check_search_config", None)
+        check_search = contract.optional(model, "check_search_config")
         if callable(check_search):
             check_search(config)
         max_length = config.max_length
         if max_length is None:
-            max_length = getattr(model, "max_target_length", None)
+            max_length = contract.optional(model, "max_target_length")
             if not _is_int(max_length) or max_length < 1:
                 raise ValueError(
                     "max_length must be given in the SearchConfig: the model has no "
                     f"max_target_length. Received: max_length={config.max_length!r}"
                 )
-            if config.min_length > max_length:
-                raise ValueError(
-                    f"min_length must be <= max_length={max_length}. "
-                    f"Received: min_length={config.min_length}"
-                )
-        # Everything lives in one namespace (see `ServingModule`, which keeps
-        # the translator out of a SavedModel's object graph the same way).
+            config.replace(max_length=int(max_length))  # SearchConfig checks min_length too
+        # Everything lives in one namespace: nothing here is tracked by
+        # TensorFlow (`kerasseq.export.ServingModule` tracks what it saves).
         self._python = types.SimpleNamespace(
             model=model,
             config=config,
             max_length=int(max_length),
             jit_compile=resolve_jit_compile(config.jit_compile),
-            source_tokenizer=getattr(model, "source_tokenizer", None),
-            target_tokenizer=getattr(model, "target_tokenizer", None),
-            start_id=int(getattr(model, "start_id", START_ID)),
-            end_id=int(getattr(model, "end_id", END_ID)),
-            source_vocab_size=getattr(model, "source_vocab_size", None),
-            length_multiple=int(getattr(model, "source_length_multiple", 8) or 1),
+            source_tokenizer=contract.optional(model, "source_tokenizer"),
+            target_tokenizer=contract.optional(model, "target_tokenizer"),
+            start_id=int(contract.optional(model, "start_id", START_ID)),
+            end_id=int(contract.optional(model, "end_id", END_ID)),
+            source_vocab_size=contract.optional(model, "source_vocab_size"),
+            length_multiple=int(contract.optional(model, "source_length_multiple", 8) or 1),
             compiled={},  # (rows, source_length) or None -> tf.function
             traces=0,
         )
@@ -448,6 +324,29 @@ class Translator:
         return self._python.traces
 
     @property
+    def compiled_shapes(self):
+        """The `(rows, source_length)` bucket shapes compiled so far, sorted."""
+        return sorted(shape for shape in self._python.compiled if shape is not None)
+
+    @property
+    def source_tokenizer(self):
+        """The model's source tokenizer, or `None` (ids only)."""
+        return self._python.source_tokenizer
+
+    @property
+    def target_tokenizer(self):
+        """The model's target tokenizer, or `None` (ids only)."""
+        return self._python.target_tokenizer
+
+    @property
+    def start_id(self):
+        return self._python.start_id
+
+    @property
+    def end_id(self):
+        return self._python.end_id
+
+    @property
     def max_source_length(self):
         """Source tokens kept per text, or `None` for all of them."""
         config_limit = self.config.max_source_length
@@ -469,15 +368,11 @@ class Translator:
             int32 `(rows, num_return)`, float32 `(rows, num_return)`.
         """
         self._python.traces += 1
-        model, config = self._python.model, self._python.config
         max_length = self._bucket_max_length(source_ids.shape[1])
-        state = decoding.encode_for_search(model, source_ids, max_length)
-        common = dict(
-            batch_size=None, start_id=self._python.start_id, end_id=self._python.end_id,
-            max_length=max_length, min_length=config.min_length,
-            jit_compile=False,  # the enclosing function decides
-        )
-        outputs = self._search(model, state, seed, common)
+        state = encode_for_search(self.model, source_ids, max_length)
+        rows = source_ids.shape[0] if source_ids.shape[0] is not None else tf.shape(source_ids)[0]
+        start_tokens = tf.fill([rows], tf.constant(self._python.start_id, tf.int32))
+        outputs = self._search(start_tokens, state, seed, max_length)
         if max_length < self._python.max_length:  # every caller sees max_length columns
             width = self._python.max_length - max_length
             outputs = (tf.pad(outputs[0], [[0, 0], [0, 0], [0, width]]),) + tuple(outputs[1:])
@@ -492,24 +387,19 @@ class Translator:
         limit = int(np.ceil(config.max_length_a * source_length + config.max_length_b))
         return max(min(max_length, limit), config.min_length, 1)
 
-    def _search(self, model, state, seed, common):
-        """The configured search over `state`; returns ids with a `num_return` axis."""
-        config = self._python.config
+    def _search(self, start_tokens, state, seed, max_length):
+        """The configured search loop over `state`; ids with a `num_return` axis."""
+        config = self.config.replace(max_length=max_length)
+        step_fn, end_id = self.model.decode_step, self._python.end_id
         if config.method == "beam":
-            token_ids, scores, lengths, log_probs = decoding.beam_search(
-                model.decode_step, state, num_beams=config.num_beams,
-                length_penalty=config.length_penalty, coverage_penalty=config.coverage_penalty,
-                num_return=config.num_return, return_log_probs=True,
-                shared_state=tuple(getattr(model, "shared_state_keys", ())), **common,
-            )  # (rows, num_return, max_length), (rows, num_return) x 3
-            return token_ids, scores, lengths, log_probs
+            shared = tuple(contract.optional(self.model, "shared_state_keys", ()))
+            return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared)
+            # (rows, num_return, max_length), (rows, num_return) x 3
         if config.method == "greedy":
-            token_ids, scores, lengths = decoding.greedy(model.decode_step, state, **common)
+            token_ids, scores, lengths = greedy_loop(step_fn, start_tokens, state, config, end_id)
         else:
-            token_ids, scores, lengths = decoding.sample(
-                model.decode_step, state, temperature=config.temperature, top_k=config.top_k,
-                top_p=config.top_p, seed=seed, **common,
-            )
+            token_ids, scores, lengths = sample_loop(step_fn, start_tokens, state, config,
+                                                     end_id, seed)
         # (rows, max_length), (rows,), (rows,) -> one hypothesis per row
         return token_ids[:, None, :], scores[:, None], lengths[:, None], scores[:, None]
 
@@ -552,35 +442,64 @@ class Translator:
 
     # ------------------------------------------------------------ ids, eager
     def _prepare_ids(self, array):
-        """Valid ids (checked by `generate`, or from the tokenizer) → trimmed,
-        column-bucketed int32 ids `(rows, padded_length)`."""
+        """Valid ids (checked by `generate`, or from the tokenizer) → int32 ids
+        cut to `max_source_length` and to what the model reads."""
         limit = self.max_source_length
         if limit is not None:
             array = array[:, :limit]
-        trim = getattr(self.model, "_trim_source_ids", None)
+        trim = contract.optional(self.model, "_trim_source_ids")
         if callable(trim):
             array = np.asarray(trim(array))
-        length = array.shape[1]
-        padded = source_bucket_length(length, self._python.length_multiple,
-                                      self.config.source_buckets)
-        if padded != length:
-            array = np.pad(array, [(0, 0), (0, padded - length)])
         return array.astype(np.int32)
 
     def _run_batch(self, source_ids):
-        """Decode one batch of prepared ids, padded to a row bucket and back.
+        """Decode one batch of prepared ids eagerly.
 
         Returns:
             NumPy `(token_ids, scores, lengths, log_probs)` with `rows` rows.
         """
-        rows = source_ids.shape[0]
-        buckets = self.config.batch_buckets
-        padded = rows if buckets is None else decoding.bucket_size(rows, buckets)
-        if padded != rows:  # extra rows repeat row 0: valid inputs, outputs dropped
-            source_ids = np.concatenate([source_ids, np.repeat(source_ids[:1], padded - rows, 0)])
-        function = self._compiled(source_ids.shape)
-        outputs = function(tf.constant(source_ids), self._next_seed())
-        return tuple(np.asarray(output)[:rows] for output in outputs)
+        outputs = self._search_bucketed(tf.constant(source_ids), self._next_seed())
+        return tuple(np.asarray(output) for output in outputs)
+
+    def _pad_to_bucket(self, source_ids):
+        """Pad int32 ids `(rows, length)` to their bucket shape: the one bucketing step.
+
+        Columns go to the smallest source-length bucket (`source_bucket_edges`,
+        at least one multiple), rows to the smallest row bucket of
+        `batch_buckets` (extra rows repeat row 0, see `pad_rows`). TensorFlow
+        ops: eagerly (`generate`, `translate`) the padded shape is concrete
+        and picks a compiled function; inside an export's graph it is known
+        only at run time.
+        """
+        rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+        up_to = source_ids.shape[1] if source_ids.shape[1] is not None else self.source_limit
+        edges = source_bucket_edges(self._python.length_multiple, self.config.source_buckets,
+                                    up_to=max(up_to, 1))
+        columns = smallest_edge(edges, tf.maximum(length, 1))
+        source_ids = tf.pad(source_ids, [[0, 0], [0, columns - length]])  # (rows, columns)
+        if self.config.batch_buckets is not None:
+            source_ids = pad_rows(source_ids, smallest_edge(_row_edges(self.config.batch_buckets),
+                                                            rows))  # (padded_rows, columns)
+        return source_ids
+
+    def _search_bucketed(self, source_ids, seed):
+        """Pad to a bucket, run the compiled encode + search, drop the padding rows.
+
+        Used eagerly and inside the exported function alike: a concrete
+        bucket shape gets its own compiled function, an unknown one (a
+        graph) the function of shape `None`.
+
+        Returns:
+            `(token_ids, scores, lengths, log_probs)` with the rows of
+            `source_ids`: int32 `(rows, num_return, max_length)`, float32
+            `(rows, num_return)`, int32 and float32 `(rows, num_return)`.
+        """
+        source_ids = tf.cast(source_ids, tf.int32)
+        rows = tf.shape(source_ids)[0]
+        padded = self._pad_to_bucket(source_ids)
+        shape = tuple(padded.shape) if padded.shape.is_fully_defined() else None
+        outputs = self._compiled(shape)(padded, seed)
+        return tuple(output[:rows] for output in outputs)
 
     def generate(self, source_ids):
         """Decode source ids in batches of `batch_size`.
@@ -794,14 +713,14 @@ class Translator:
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
         batch_size = tf.shape(text)[0]
         source_ids = self._python.source_tokenizer.encode(text)  # ragged (batch_size, None)
-        source_ids = source_ids[:, : self._graph_source_limit()]
+        source_ids = source_ids[:, : self.source_limit]
         blank = tf.strings.regex_full_match(text, BLANK_PATTERN)  # (batch_size,)
         has_tokens = tf.logical_and(tf.logical_not(blank), source_ids.row_lengths() > 0)
         rows = tf.cast(tf.where(has_tokens)[:, 0], tf.int32)  # (kept,)
         kept_ids = tf.gather(source_ids, rows).to_tensor(default_value=PAD_ID)  # (kept, length)
 
         def search():
-            token_ids, scores = self._search_graph(tf.cast(kept_ids, tf.int32))
+            token_ids, scores = self._search_bucketed(kept_ids, self._next_seed_graph())[:2]
             return token_ids[:, :num_return], scores[:, :num_return]
 
         def nothing_to_search():
@@ -820,45 +739,15 @@ class Translator:
         # (batch_size, source_length), blank rows all 0
         return token_ids, scores, source_ids
 
-    def _graph_source_limit(self):
-        """Source tokens kept in the graph path: never unbounded, never past a
-        position table (the Transformer's `max_length`)."""
+    @property
+    def source_limit(self):
+        """Source tokens kept in the graph path (exports): `max_source_length`,
+        else 256, never past a position table (the Transformer's `max_length`)."""
         limit = self.max_source_length or DEFAULT_MAX_SOURCE_LENGTH
-        position_limit = getattr(self.model, "max_length", None)
+        position_limit = contract.optional(self.model, "max_length")
         if _is_int(position_limit):
             limit = min(limit, position_limit)
         return limit
-
-    def _search_graph(self, source_ids):
-        """Bucket `(kept, length)` ids in the graph, run the compiled search, unpad.
-
-        Returns:
-            int32 `(kept, num_return, max_length)`, float32 `(kept, num_return)`.
-        """
-        rows = tf.shape(source_ids)[0]
-        length = tf.shape(source_ids)[1]
-        edges = tf.constant(source_bucket_edges(self._python.length_multiple,
-                                                self.config.source_buckets,
-                                                up_to=self._graph_source_limit()), tf.int32)
-        padded_length = tf.boolean_mask(edges, edges >= tf.maximum(length, 1))[0]
-        # the same buckets as the eager path (source_bucket_length)
-        padded_rows = rows
-        if self.config.batch_buckets == "pow2":
-            padded_rows = tf.cast(
-                2 ** tf.math.ceil(tf.math.log(tf.cast(rows, tf.float64)) / np.log(2.0)), tf.int32
-            )
-            padded_rows = tf.maximum(padded_rows, rows)  # guards float rounding
-        elif self.config.batch_buckets is not None:
-            buckets = tf.constant(self.config.batch_buckets, tf.int32)
-            fitting = tf.boolean_mask(buckets, buckets >= rows)
-            padded_rows = tf.cond(tf.size(fitting) > 0, lambda: fitting[0], lambda: rows)
-        source_ids = tf.pad(source_ids, [[0, 0], [0, padded_length - length]])
-        # (rows, padded_length)
-        repeat_first = tf.zeros([padded_rows - rows], tf.int32)
-        source_ids = tf.gather(source_ids, tf.concat([tf.range(rows), repeat_first], 0))
-        # (padded_rows, padded_length): extra rows repeat row 0
-        token_ids, scores, _, _ = self._compiled(None)(source_ids, self._next_seed_graph())
-        return token_ids[:rows], scores[:rows]
 
     def _next_seed_graph(self):
         if self.config.method != "sample":
@@ -869,66 +758,24 @@ class Translator:
 
     # ------------------------------------------------------------- export
     def serving_module(self):
-        """A `tf.Module` to save with `tf.saved_model.save` (see `ServingModule`)."""
-        self._check_text_model()
+        """Deprecated: `kerasseq.export.ServingModule(translator)`."""
+        warnings.warn("Translator.serving_module() is deprecated; use "
+                      "kerasseq.export.ServingModule(translator).", DeprecationWarning,
+                      stacklevel=2)
+        from kerasseq.export import ServingModule  # export imports this module
+
         return ServingModule(self)
 
 
-class ServingModule(tf.Module):
-    """What a SavedModel of a `Translator` holds.
+def __getattr__(name):
+    """Deprecated names that moved to `kerasseq.export` (serving code lives there)."""
+    if name in ("ServingModule", "TEXT_SPEC"):
+        warnings.warn(f"kerasseq.translator.{name} is deprecated; use "
+                      f"kerasseq.export.{name}.", DeprecationWarning, stacklevel=2)
+        from kerasseq import export
 
-    Two `tf.function`s with the input signature `text: tf.string (None,)`:
-    `translate` → `{"translation", "score"}` (the best hypothesis) and
-    `translate_nbest` → `{"translations", "scores"}` (`num_return` columns),
-    both running `Translator.translate_tensor`. It tracks exactly what they
-    capture: the model's variables and the tokenizers' lookup tables (an
-    untracked table makes `tf.saved_model.save` fail, or the vocabulary comes
-    back empty). The translator, the Keras model and the tokenizer objects
-    stay out of the object graph, so loading needs neither Keras nor kerasseq.
-    """
-
-    def __init__(self, translator):
-        super().__init__(name="kerasseq_translator")
-        self._python = types.SimpleNamespace(translator=translator)
-        self.model_variables = list(translator.model.variables)
-        self.lookup_tables = (_lookup_tables(translator._python.source_tokenizer)
-                              + _lookup_tables(translator._python.target_tokenizer))
-        self.translate = tf.function(self._serve_best, input_signature=[TEXT_SPEC])
-        self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC])
-        self.translate_alignments = None
-
-    def add_alignments(self, layer=-1, head="mean"):
-        """Add `translate_alignments` (text → translation, score, alignment)."""
-        self._python.alignment = (layer, head)
-        self.translate_alignments = tf.function(self._serve_alignments,
-                                                input_signature=[TEXT_SPEC])
-        return self.translate_alignments
-
-    def _serve_alignments(self, text):
-        layer, head = self._python.alignment
-        translations, scores, links = self._python.translator.align_tensor(text, layer, head)
-        return {"translation": translations, "score": scores, "alignment": links}
-
-    def _serve_best(self, text):
-        translations, scores = self._python.translator.translate_tensor(text, num_return=1)
-        return {"translation": translations[:, 0], "score": scores[:, 0]}
-
-    def _serve_nbest(self, text):
-        translations, scores = self._python.translator.translate_tensor(text)
-        return {"translations": translations, "scores": scores}
-
-
-def _lookup_tables(tokenizer):
-    """Every lookup table (a `TrackableResource`) reachable from `tokenizer`.
-
-    A `tf.function` that uses a hash table can only be saved if the table is
-    an attribute of a tracked object; the translator keeps these in a list.
-    """
-    return [
-        trackable
-        for trackable in tf.train.TrackableView(tokenizer).descendants()
-        if isinstance(trackable, tf.saved_model.experimental.TrackableResource)
-    ]
+        return getattr(export, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_translator(model, config=None, **overrides):
@@ -936,21 +783,20 @@ def get_translator(model, config=None, **overrides):
 
     Re-using the translator re-uses its compiled functions, so repeated
     `model.translate(...)` calls with the same settings trace and compile
-    once per bucket shape.
+    once per bucket shape. The cache is the model's own `translator_cache`
+    (a dict; every kerasseq model has one, see
+    `kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`), so it lives and dies
+    with the model; it keeps the 8 configs used last. An object without one
+    gets a new `Translator` on every call.
     """
     config = SearchConfig.from_kwargs(config, **overrides)
-    cache = model.__dict__.get("_kerasseq_translators") if hasattr(model, "__dict__") else None
-    if cache is None:
-        cache = {}
-        try:
-            object.__setattr__(model, "_kerasseq_translators", cache)
-        except (AttributeError, TypeError):
-            return Translator(model, config)
-    translator = cache.get(config)
+    cache = contract.optional(model, "translator_cache")
+    if not isinstance(cache, dict):
+        return Translator(model, config)
+    translator = cache.pop(config, None)
     if translator is None:
         translator = Translator(model, config)
-        cache[config] = translator
-        while len(cache) > 8:
-            cache.pop(next(iter(cache)))
+    cache[config] = translator  # most recently used last
+    while len(cache) > 8:
+        cache.pop(next(iter(cache)))
     return translator
-

@@ -121,7 +121,7 @@ def test_compiled_shapes_stay_bounded(g2p):
     translator = Translator(model, method="greedy")
     for count in range(1, 10):  # 9 batch sizes -> row buckets 1, 2, 4, 8, 16
         translator.translate(words[:count])
-    shapes = set(translator._python.compiled)
+    shapes = set(translator.compiled_shapes)
     assert {rows for rows, _ in shapes} <= {1, 2, 4, 8, 16}
     assert all(length % model.source_length_multiple == 0 for _, length in shapes)
     traces = translator.trace_count
@@ -154,7 +154,7 @@ def test_geometric_buckets_compile_fewer_shapes_same_translations(g2p):
     for scheme in ("multiple", "geometric"):
         translator = Translator(model, method="greedy", batch_size=8, source_buckets=scheme)
         translations[scheme] = translator.translate(texts)
-        lengths = {length for _, length in translator._python.compiled}
+        lengths = {length for _, length in translator.compiled_shapes}
         if scheme == "geometric":
             assert lengths <= {8, 16, 24, 32, 48, 64, 96}
     assert translations["multiple"] == translations["geometric"]
@@ -275,7 +275,67 @@ def test_models_do_not_import_the_search():
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
-            assert not any(name.startswith("kerasseq.decoding") for name in names), (path, names)
+            # The contract (its state keys) is what models implement; the searches are not.
+            searches = [name for name in names if name.startswith("kerasseq.decoding")
+                        and not name.startswith("kerasseq.decoding.contract")]
+            assert not searches, (path, names)
+
+
+def test_the_contract_lists_every_hook_the_translator_reads():
+    """The translator reads a model only through the protocol's list of hooks."""
+    from kerasseq.decoding import contract
+
+    source = (REPO / "kerasseq" / "translator.py").read_text()
+    tree = ast.parse(source)
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "getattr" and ast.unparse(node.args[0]) in ("model", "self.model") \
+                and isinstance(node.args[1], ast.Constant):
+            raise AssertionError(f"getattr on the model outside the contract: {ast.unparse(node)}")
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "contract.optional":
+            read.add(node.args[1].value)
+    assert "_trim_source_ids" in read and read <= set(contract.OPTIONAL_ATTRIBUTES)
+    with pytest.raises(KeyError, match="not an attribute of the decoding contract"):
+        contract.optional(object(), "anything")
+
+
+def test_one_definition_of_ids_state_keys_and_serving_code():
+    from kerasseq import export, translator
+    from kerasseq.data import tokenizer
+    from kerasseq.decoding import contract
+    from kerasseq.models import ensemble
+
+    assert (translator.PAD_ID, translator.START_ID, translator.END_ID) == (
+        tokenizer.PAD_ID, tokenizer.START_ID, tokenizer.END_ID)
+    assert "PAD_ID, START_ID, END_ID =" not in (REPO / "kerasseq" / "translator.py").read_text()
+    assert ensemble.ATTENTION_WEIGHTS is contract.ATTENTION_WEIGHTS
+    assert ensemble.SOURCE_MASK is contract.SOURCE_MASK
+    with pytest.warns(DeprecationWarning):
+        assert translator.ServingModule is export.ServingModule
+    assert "class ServingModule" not in (REPO / "kerasseq" / "translator.py").read_text()
+    assert "_python" not in (REPO / "kerasseq" / "export.py").read_text().replace(
+        "self._python", "")
+
+
+def test_translator_cache_lives_on_the_model(g2p):
+    import gc
+    import weakref
+
+    model, words = g2p
+    translator = get_translator(model, method="greedy", batch_size=3)
+    assert model.translator_cache[translator.config] is translator
+    assert "_kerasseq_translators" not in vars(model)
+    # a model that is dropped takes its translators with it
+    temporary = build_rnn_seq2seq(10, 10, units=4, max_target_length=3)
+    temporary.generate(np.ones([2, 2], np.int32))
+    reference = weakref.ref(temporary)
+    del temporary
+    gc.collect()
+    assert reference() is None
+    # an object without a translator_cache gets a new translator every time
+    decodable = TableDecodable()
+    assert get_translator(decodable, num_beams=2) is not get_translator(decodable, num_beams=2)
 
 
 def test_get_translator_reuses_compiled_functions(g2p):

@@ -73,8 +73,218 @@ def _to_string_tensor(texts, argument="texts"):
     return tensor
 
 
+class TokenizerBase(keras.layers.Layer):
+    """What every kerasseq tokenizer shares: reserved ids, vocabulary access, ids to text.
+
+    Subclasses (`TextTokenizer`, `WordPieceTextTokenizer`) set `_vocabulary`
+    (a tuple of str, the tokens after the four reserved ones, or `None`)
+    through their `set_vocabulary`, and implement `tokenize`, `encode`,
+    `detokenize`, `adapt` and `get_config` (on top of this class's, which
+    saves `vocabulary`, `lowercase` and `max_length`). The base adds no
+    config key and is not registered, so `.keras` files and configs written
+    before it existed load unchanged.
+
+    Args:
+        lowercase: bool, lower-case (or case-fold) text before splitting.
+        max_length: optional int >= 1, `encode` keeps the first `max_length`
+            tokens.
+        **kwargs: passed to `keras.layers.Layer`.
+    """
+
+    def __init__(self, lowercase=False, max_length=None, **kwargs):
+        super().__init__(**kwargs)
+        check_flag("lowercase", lowercase)
+        if max_length is not None and (
+            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
+        ):
+            raise ValueError(
+                f"`max_length` must be None or an int >= 1. Received: max_length={max_length!r}"
+            )
+        self.lowercase = bool(lowercase)
+        self.max_length = max_length
+        self._vocabulary = None  # tuple of str; a tuple so Keras does not track it
+
+    # ------------------------------------------------------------------
+    # Vocabulary
+    # ------------------------------------------------------------------
+    def _require_vocabulary(self):
+        if self._vocabulary is None:
+            kind = type(self).__name__
+            raise ValueError(
+                f"{kind} {self.name!r} has no vocabulary yet. Pass "
+                "`vocabulary=[...]` to the constructor, call `adapt(texts)`, or use "
+                f"`{kind}.from_texts(texts)`."
+            )
+
+    def get_vocabulary(self):
+        """All tokens in id order, reserved ones included.
+
+        Returns:
+            list of str; `get_vocabulary()[i]` is the token of id `i`.
+        """
+        self._require_vocabulary()
+        return list(RESERVED_TOKENS) + list(self._vocabulary)
+
+    @property
+    def vocabulary(self):
+        """The tokens without the reserved ones, in id order (id 4 first), or
+        `None` before `adapt`."""
+        return None if self._vocabulary is None else list(self._vocabulary)
+
+    @property
+    def vocabulary_size(self):
+        """Number of ids, reserved ones included (the embedding `input_dim`)."""
+        self._require_vocabulary()
+        return len(RESERVED_TOKENS) + len(self._vocabulary)
+
+    @property
+    def pad_id(self):
+        return PAD_ID
+
+    @property
+    def unk_id(self):
+        return UNK_ID
+
+    @property
+    def start_id(self):
+        return START_ID
+
+    @property
+    def end_id(self):
+        return END_ID
+
+    @staticmethod
+    def _iterate_text_batches(texts):
+        if isinstance(texts, tf.data.Dataset):
+            for batch in texts.as_numpy_iterator():
+                yield np.reshape(np.asarray(batch, dtype=object), [-1]).tolist()
+            return
+        if isinstance(texts, (str, bytes)):
+            yield [texts]
+            return
+        if isinstance(texts, (tf.Tensor, np.ndarray)):
+            texts = np.reshape(np.asarray(texts, dtype=object), [-1]).tolist()
+        texts = list(texts)
+        for start in range(0, len(texts), _ADAPT_BATCH_SIZE):
+            yield texts[start : start + _ADAPT_BATCH_SIZE]
+
+    # ------------------------------------------------------------------
+    # Keras layer
+    # ------------------------------------------------------------------
+    def __call__(self, texts, **kwargs):
+        # Keras only accepts tensors as positional inputs: turn str / list of
+        # str into a tf.string tensor first (symbolic inputs pass through).
+        if not isinstance(texts, keras.KerasTensor):
+            texts = _to_string_tensor(texts)
+        return super().__call__(texts, **kwargs)
+
+    def call(self, texts):
+        return self.encode(texts)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:1]) + (None,)
+
+    # ------------------------------------------------------------------
+    # Ids -> text
+    # ------------------------------------------------------------------
+    def _detokenize_input(self, ids):
+        """`ids` (dense or ragged, rank 1 or 2) → int64 `(batch_size, length)` and
+        whether the input was a single row."""
+        self._require_vocabulary()
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)
+        ids = tf.convert_to_tensor(ids)
+        if not ids.dtype.is_integer:
+            raise ValueError(f"`ids` must be integers. Received dtype {ids.dtype.name}.")
+        scalar = ids.shape.rank == 1
+        if scalar:
+            ids = ids[tf.newaxis, :]  # (1, length)
+        return tf.cast(ids, tf.int64), scalar  # (batch_size, length)
+
+    @staticmethod
+    def _detokenize_mask(ids):
+        """True for the ids to print: before the first END, not PAD or START."""
+        ends_seen = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1)
+        return (
+            tf.equal(ends_seen, 0)
+            & tf.not_equal(ids, PAD_ID)
+            & tf.not_equal(ids, START_ID)
+        )
+
+    def decode_to_strings(self, ids):
+        """Python convenience: `detokenize` then decode to a list of `str`.
+
+        Args:
+            ids: integer ids, dense or ragged, shape `(batch_size, length)`
+                (lists of lists of different lengths are fine).
+
+        Returns:
+            list of str, one per row.
+        """
+        if isinstance(ids, (list, tuple)) and not isinstance(ids, tf.RaggedTensor):
+            ids = (
+                tf.ragged.constant(ids, dtype=tf.int64)
+                if ids
+                else tf.zeros([0, 0], tf.int64)
+            )
+        texts = self.detokenize(ids).numpy()
+        texts = np.reshape(texts, [-1])
+        return [text.decode("utf-8") for text in texts]
+
+    # ------------------------------------------------------------------
+    # Serialization
+    # ------------------------------------------------------------------
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocabulary": self.vocabulary, "lowercase": self.lowercase,
+                       "max_length": self.max_length})
+        return config
+
+
+def check_vocabulary(vocabulary, unit="tokens"):
+    """The tokens of `vocabulary` (bytes decoded) as a list of str.
+
+    The checks every kerasseq tokenizer makes: a list of str, none of them
+    reserved, empty or repeated.
+
+    Raises:
+        ValueError: naming the problem.
+    """
+    if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
+        raise ValueError(
+            f"`vocabulary` must be a list of str. Received: vocabulary={vocabulary!r:.200}"
+        )
+    tokens = [token.decode("utf-8") if isinstance(token, bytes) else token
+              for token in vocabulary]
+    wrong = [token for token in tokens if not isinstance(token, str)]
+    if wrong:
+        raise ValueError(
+            f"`vocabulary` must contain only str. Received {type(wrong[0]).__name__} "
+            f"values such as {wrong[0]!r:.100}."
+        )
+    reserved = sorted(set(tokens) & set(RESERVED_TOKENS))
+    if reserved:
+        raise ValueError(
+            f"`vocabulary` must not contain the reserved tokens {list(RESERVED_TOKENS)} "
+            f"(they always get ids 0-3). Received vocabulary containing {reserved}."
+        )
+    if "" in tokens:
+        raise ValueError("`vocabulary` must not contain the empty string: every one of its "
+                         f"{unit} is non-empty.")
+    duplicates = sorted(t for t, count in collections.Counter(tokens).items() if count > 1)
+    if duplicates:
+        raise ValueError(f"`vocabulary` contains duplicate {unit}: {duplicates[:20]!r}.")
+    return tokens
+
+
+def check_flag(name, value):
+    """Raise unless `value` is a bool (NumPy's included)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+
+
 @keras.saving.register_keras_serializable(package="kerasseq")
-class TextTokenizer(keras.layers.Layer):
+class TextTokenizer(TokenizerBase):
     """Split text into tokens and map them to integer ids (and back).
 
     The lookups are two `keras.layers.StringLookup` layers (token -> id and
@@ -146,28 +356,13 @@ class TextTokenizer(keras.layers.Layer):
         max_length=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(lowercase=lowercase, max_length=max_length, **kwargs)
         if split not in SPLITS:
             raise ValueError(
                 f"`split` must be one of {', '.join(repr(s) for s in SPLITS)}. "
                 f"Received: split={split!r}"
             )
-        if max_length is not None and (
-            isinstance(max_length, bool)
-            or not isinstance(max_length, int)
-            or max_length < 1
-        ):
-            raise ValueError(
-                f"`max_length` must be None or an int >= 1. Received: max_length={max_length!r}"
-            )
-        if not isinstance(lowercase, (bool, np.bool_)):
-            raise ValueError(
-                f"`lowercase` must be True or False. Received: lowercase={lowercase!r}"
-            )
         self.split = split
-        self.lowercase = bool(lowercase)
-        self.max_length = max_length
-        self._vocabulary = None  # tuple of str; a tuple so Keras does not track it
         self._token_to_id = keras.layers.StringLookup(
             vocabulary=[START_TOKEN, END_TOKEN],
             mask_token=PAD_TOKEN,
@@ -196,34 +391,7 @@ class TextTokenizer(keras.layers.Layer):
         Args:
             vocabulary: list of str. The first token gets id 4.
         """
-        if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
-            raise ValueError(
-                "`vocabulary` must be a list of str. "
-                f"Received: vocabulary={vocabulary!r:.200}"
-            )
-        tokens = [
-            token.decode("utf-8") if isinstance(token, bytes) else token
-            for token in vocabulary
-        ]
-        if not all(isinstance(token, str) for token in tokens):
-            raise ValueError(
-                f"`vocabulary` must contain only str. Received: {tokens[:10]!r}..."
-            )
-        reserved = sorted(set(tokens) & set(RESERVED_TOKENS))
-        if reserved:
-            raise ValueError(
-                "`vocabulary` must not contain the reserved tokens "
-                f"{list(RESERVED_TOKENS)} (they always get ids 0-3). Received "
-                f"vocabulary containing {reserved}."
-            )
-        if "" in tokens:
-            raise ValueError("`vocabulary` must not contain the empty string.")
-        counts = collections.Counter(tokens)
-        duplicates = sorted(token for token, count in counts.items() if count > 1)
-        if duplicates:
-            raise ValueError(
-                f"`vocabulary` contains duplicate tokens: {duplicates[:20]!r}."
-            )
+        tokens = check_vocabulary(vocabulary)
         full = [START_TOKEN, END_TOKEN] + tokens
         self._token_to_id.set_vocabulary(full)
         self._id_to_token.set_vocabulary(full)
@@ -282,21 +450,6 @@ class TextTokenizer(keras.layers.Layer):
         self.set_vocabulary(ranked)
         return self
 
-    @staticmethod
-    def _iterate_text_batches(texts):
-        if isinstance(texts, tf.data.Dataset):
-            for batch in texts.as_numpy_iterator():
-                yield np.reshape(np.asarray(batch, dtype=object), [-1]).tolist()
-            return
-        if isinstance(texts, (str, bytes)):
-            yield [texts]
-            return
-        if isinstance(texts, (tf.Tensor, np.ndarray)):
-            texts = np.reshape(np.asarray(texts, dtype=object), [-1]).tolist()
-        texts = list(texts)
-        for start in range(0, len(texts), _ADAPT_BATCH_SIZE):
-            yield texts[start : start + _ADAPT_BATCH_SIZE]
-
     @classmethod
     def from_texts(cls, texts, min_count=1, max_tokens=None, **kwargs):
         """Create a tokenizer and `adapt` it to `texts`.
@@ -316,51 +469,6 @@ class TextTokenizer(keras.layers.Layer):
         ['AH', 'HH', 'L', 'OW']
         """
         return cls(**kwargs).adapt(texts, min_count=min_count, max_tokens=max_tokens)
-
-    def _require_vocabulary(self):
-        if self._vocabulary is None:
-            raise ValueError(
-                f"TextTokenizer {self.name!r} has no vocabulary yet. Pass "
-                "`vocabulary=[...]` to the constructor, call `adapt(texts)`, or use "
-                "`TextTokenizer.from_texts(texts)`."
-            )
-
-    def get_vocabulary(self):
-        """All tokens in id order, reserved ones included.
-
-        Returns:
-            list of str; `get_vocabulary()[i]` is the token of id `i`.
-        """
-        self._require_vocabulary()
-        return list(RESERVED_TOKENS) + list(self._vocabulary)
-
-    @property
-    def vocabulary(self):
-        """The tokens without the reserved ones, in id order (id 4 first), or
-        `None` before `adapt`."""
-        return None if self._vocabulary is None else list(self._vocabulary)
-
-    @property
-    def vocabulary_size(self):
-        """Number of ids, reserved ones included (the embedding `input_dim`)."""
-        self._require_vocabulary()
-        return len(RESERVED_TOKENS) + len(self._vocabulary)
-
-    @property
-    def pad_id(self):
-        return PAD_ID
-
-    @property
-    def unk_id(self):
-        return UNK_ID
-
-    @property
-    def start_id(self):
-        return START_ID
-
-    @property
-    def end_id(self):
-        return END_ID
 
     @property
     def separator(self):
@@ -417,19 +525,6 @@ class TextTokenizer(keras.layers.Layer):
             return tf.ragged.map_flat_values(tf.cast, ids, tf.int32)
         return tf.cast(self._token_to_id(tokens), tf.int32)
 
-    def __call__(self, texts, **kwargs):
-        # Keras only accepts tensors as positional inputs: turn str / list of
-        # str into a tf.string tensor first (symbolic inputs pass through).
-        if not isinstance(texts, keras.KerasTensor):
-            texts = _to_string_tensor(texts)
-        return super().__call__(texts, **kwargs)
-
-    def call(self, texts):
-        return self.encode(texts)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:1]) + (None,)
-
     # ------------------------------------------------------------------
     # Ids -> text
     # ------------------------------------------------------------------
@@ -449,67 +544,17 @@ class TextTokenizer(keras.layers.Layer):
             `tf.string` tensor of shape `(batch_size,)`, or a scalar for a 1-D
             input.
         """
-        self._require_vocabulary()
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.convert_to_tensor(ids)
-        if not ids.dtype.is_integer:
-            raise ValueError(
-                f"`ids` must be integers. Received dtype {ids.dtype.name}."
-            )
-        scalar = ids.shape.rank == 1
-        if scalar:
-            ids = ids[tf.newaxis, :]  # (1, length)
-        ids = tf.cast(ids, tf.int64)  # (batch_size, length)
+        ids, scalar = self._detokenize_input(ids)  # (batch_size, length)
         keep = self._detokenize_mask(ids)  # (batch_size, length)
         tokens = self._id_to_token(ids)  # (batch_size, length)
         kept = tf.ragged.boolean_mask(tokens, keep)  # (batch_size, None)
         texts = tf.strings.reduce_join(kept, axis=1, separator=self.separator)
         return texts[0] if scalar else texts
 
-    @staticmethod
-    def _detokenize_mask(ids):
-        """True for the ids to print: before the first END, not PAD or START."""
-        ends_seen = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1)
-        return (
-            tf.equal(ends_seen, 0)
-            & tf.not_equal(ids, PAD_ID)
-            & tf.not_equal(ids, START_ID)
-        )
-
-    def decode_to_strings(self, ids):
-        """Python convenience: `detokenize` then decode to a list of `str`.
-
-        Args:
-            ids: integer ids, dense or ragged, shape `(batch_size, length)`
-                (lists of lists of different lengths are fine).
-
-        Returns:
-            list of str, one per row.
-        """
-        if isinstance(ids, (list, tuple)) and not isinstance(ids, tf.RaggedTensor):
-            ids = (
-                tf.ragged.constant(ids, dtype=tf.int64)
-                if ids
-                else tf.zeros([0, 0], tf.int64)
-            )
-        texts = self.detokenize(ids).numpy()
-        texts = np.reshape(texts, [-1])
-        return [text.decode("utf-8") for text in texts]
-
     # ------------------------------------------------------------------
     # Serialization
     # ------------------------------------------------------------------
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocabulary": None
-                if self.vocabulary is None
-                else list(self.vocabulary),
-                "split": self.split,
-                "lowercase": self.lowercase,
-                "max_length": self.max_length,
-            }
-        )
+        config["split"] = self.split
         return config

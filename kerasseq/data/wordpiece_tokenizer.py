@@ -23,7 +23,6 @@ needs `import tensorflow_text` before `tf.saved_model.load` (it still needs no
 kerasseq).
 """
 
-import collections
 import types
 
 import keras
@@ -31,12 +30,13 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq.data.tokenizer import (
-    PAD_ID,
     RESERVED_TOKENS,
     UNK_ID,
     UNK_TOKEN,
-    TextTokenizer,
+    TokenizerBase,
     _to_string_tensor,
+    check_flag,
+    check_vocabulary,
 )
 
 SUFFIX_INDICATOR = "##"
@@ -68,7 +68,7 @@ def _keras_hub():
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class WordPieceTextTokenizer(keras.layers.Layer):
+class WordPieceTextTokenizer(TokenizerBase):
     """WordPiece subwords to integer ids and back, with kerasseq's reserved ids.
 
     Text is cut into words and punctuation marks (every punctuation mark and
@@ -140,20 +140,9 @@ class WordPieceTextTokenizer(keras.layers.Layer):
         max_length=None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        for name, value in (("lowercase", lowercase), ("strip_accents", strip_accents)):
-            if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
-        if max_length is not None and (
-            isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1
-        ):
-            raise ValueError(
-                f"`max_length` must be None or an int >= 1. Received: max_length={max_length!r}"
-            )
-        self.lowercase = bool(lowercase)
+        super().__init__(lowercase=lowercase, max_length=max_length, **kwargs)
+        check_flag("strip_accents", strip_accents)
         self.strip_accents = bool(strip_accents)
-        self.max_length = max_length
-        self._vocabulary = None  # tuple of str; a tuple so Keras does not track it
         # The keras-hub tokenizer and the compiled functions around it are kept
         # out of Keras' tracking: they hold no variable or lookup table (the
         # WordPiece model is a constant), and the config rebuilds them.
@@ -261,36 +250,6 @@ class WordPieceTextTokenizer(keras.layers.Layer):
         """
         return cls(**kwargs).adapt(texts, max_tokens=max_tokens)
 
-    def _require_vocabulary(self):
-        if self._vocabulary is None:
-            raise ValueError(
-                f"WordPieceTextTokenizer {self.name!r} has no vocabulary yet. Pass "
-                "`vocabulary=[...]` to the constructor, call `adapt(texts)`, or use "
-                "`WordPieceTextTokenizer.from_texts(texts)`."
-            )
-
-    def get_vocabulary(self):
-        """All tokens in id order, reserved ones included (`[i]` is the token of id i)."""
-        self._require_vocabulary()
-        return list(RESERVED_TOKENS) + list(self._vocabulary)
-
-    @property
-    def vocabulary(self):
-        """The pieces without the reserved tokens, in id order (id 4 first), or
-        `None` before `adapt`."""
-        return None if self._vocabulary is None else list(self._vocabulary)
-
-    @property
-    def vocabulary_size(self):
-        """Number of ids, reserved ones included (the embedding `input_dim`)."""
-        self._require_vocabulary()
-        return len(RESERVED_TOKENS) + len(self._vocabulary)
-
-    pad_id = TextTokenizer.pad_id
-    unk_id = TextTokenizer.unk_id
-    start_id = TextTokenizer.start_id
-    end_id = TextTokenizer.end_id
-
     # ------------------------------------------------------------------
     # Text -> ids
     # ------------------------------------------------------------------
@@ -333,18 +292,6 @@ class WordPieceTextTokenizer(keras.layers.Layer):
         )  # (batch_size, None)
         return pieces[0] if scalar else pieces
 
-    def __call__(self, texts, **kwargs):
-        # Keras only accepts tensors as positional inputs (see TextTokenizer).
-        if not isinstance(texts, keras.KerasTensor):
-            texts = _to_string_tensor(texts)
-        return super().__call__(texts, **kwargs)
-
-    def call(self, texts):
-        return self.encode(texts)
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:1]) + (None,)
-
     # ------------------------------------------------------------------
     # Ids -> text
     # ------------------------------------------------------------------
@@ -365,87 +312,47 @@ class WordPieceTextTokenizer(keras.layers.Layer):
             `tf.string` tensor of shape `(batch_size,)`, or a scalar for a 1-D
             input.
         """
-        self._require_vocabulary()
-        if isinstance(ids, tf.RaggedTensor):
-            ids = ids.to_tensor(default_value=PAD_ID)
-        ids = tf.convert_to_tensor(ids)
-        if not ids.dtype.is_integer:
-            raise ValueError(f"`ids` must be integers. Received dtype {ids.dtype.name}.")
-        scalar = ids.shape.rank == 1
-        if scalar:
-            ids = ids[tf.newaxis, :]  # (1, length)
-        ids = tf.cast(ids, tf.int64)  # (batch_size, length)
+        ids, scalar = self._detokenize_input(ids)  # (batch_size, length)
         known = (ids >= 0) & (ids < self.vocabulary_size)
         ids = tf.cast(tf.where(known, ids, UNK_ID), tf.int32)  # (batch_size, length)
-        keep = TextTokenizer._detokenize_mask(ids)  # (batch_size, length)
+        keep = self._detokenize_mask(ids)  # (batch_size, length)
         texts = self._python.detokenize(tf.ragged.boolean_mask(ids, keep))  # (batch_size,)
         for pattern, rewrite in _PUNCTUATION_RULES:
             texts = tf.strings.regex_replace(texts, pattern, rewrite)
         return texts[0] if scalar else texts
-
-    decode_to_strings = TextTokenizer.decode_to_strings
 
     # ------------------------------------------------------------------
     # Serialization
     # ------------------------------------------------------------------
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocabulary": self.vocabulary,
-                "lowercase": self.lowercase,
-                "strip_accents": self.strip_accents,
-                "max_length": self.max_length,
-            }
-        )
+        config["strip_accents"] = self.strip_accents
         return config
 
 
 def _check_vocabulary(vocabulary):
     """The pieces of `vocabulary` as a list of str, or a `ValueError` naming the problem."""
-    if isinstance(vocabulary, (str, bytes)) or not hasattr(vocabulary, "__iter__"):
-        raise ValueError(
-            f"`vocabulary` must be a list of str. Received: vocabulary={vocabulary!r:.200}"
-        )
-    pieces = [
-        piece.decode("utf-8") if isinstance(piece, bytes) else piece for piece in vocabulary
-    ]
-    wrong = [piece for piece in pieces if not isinstance(piece, str)]
-    if wrong:
-        raise ValueError(
-            f"`vocabulary` must contain only str. Received {type(wrong[0]).__name__} "
-            f"values such as {wrong[0]!r:.100}."
-        )
+    pieces = check_vocabulary(vocabulary, "pieces")
     if not pieces:
         raise ValueError(
             "`vocabulary` must hold at least one piece. Received an empty vocabulary; "
             "pass None and call adapt(texts) to learn one."
         )
-    reserved = sorted(set(pieces) & set(RESERVED_TOKENS))
-    if reserved:
-        raise ValueError(
-            f"`vocabulary` must not contain the reserved tokens {list(RESERVED_TOKENS)} "
-            f"(they always get ids 0-3). Received vocabulary containing {reserved}."
-        )
-    bad = [piece for piece in pieces if not piece or piece.split() != [piece]
-           or piece == SUFFIX_INDICATOR]
+    bad = [piece for piece in pieces if piece.split() != [piece] or piece == SUFFIX_INDICATOR]
     if bad:
         raise ValueError(
             "`vocabulary` pieces must be non-empty, hold no whitespace and not be the bare "
             f"suffix indicator {SUFFIX_INDICATOR!r}. Received: {bad[:10]!r}"
         )
-    duplicates = sorted(p for p, count in collections.Counter(pieces).items() if count > 1)
-    if duplicates:
-        raise ValueError(f"`vocabulary` contains duplicate pieces: {duplicates[:20]!r}.")
     return pieces
 
 
 def _collect_texts(texts):
     """Every text of `texts` (see `adapt`) as a list of str."""
     if isinstance(texts, tf.data.Dataset):
-        batches = TextTokenizer._iterate_text_batches(texts)
+        batches = TokenizerBase._iterate_text_batches(texts)
     elif isinstance(texts, (str, bytes, tf.Tensor, np.ndarray)):
-        batches = TextTokenizer._iterate_text_batches(texts)
+        batches = TokenizerBase._iterate_text_batches(texts)
     elif hasattr(texts, "__iter__"):
         batches = [list(texts)]
     else:

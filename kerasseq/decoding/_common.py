@@ -1,4 +1,4 @@
-"""Pieces shared by the decoders: argument checks, state helpers, the trace cache.
+"""Pieces shared by the decoders: argument checks, running a loop, state helpers.
 
 Every decoder in `kerasseq.decoding` drives a model only through the step
 contract
@@ -8,84 +8,66 @@ contract
 with `token_ids` int32 `(batch_size,)`, `step` an int32 scalar tensor (0 when
 the start token is fed), `logits` `(batch_size, vocab_size)` and `state` a flat
 dict of tensors whose leading axis is the batch.
+
+The decoders keep no compiled functions (DESIGN §3): called inside a
+`tf.function` (the `Translator`'s, an export's, or the caller's own), the
+loop becomes part of that graph; called eagerly, it runs as a `tf.function`
+traced for that call (see `run_loop`). Batch buckets, the compile cache and
+the trace count belong to `kerasseq.Translator`.
 """
 
 import collections
+import warnings
 
 import tensorflow as tf
 
 from kerasseq._validation import check_int
+from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK  # noqa: F401
 
 NEG_INF = float("-inf")
 
-# Coverage keys a model may put in its state (see `beam_search`).
-ATTENTION_WEIGHTS = "attention_weights"
-SOURCE_MASK = "source_mask"
-
-_CACHE_SIZE = 64
-_FUNCTION_CACHE = collections.OrderedDict()
-_TRACE_COUNTS = collections.Counter()
+# Loops built per decoder, only for the deprecated `kerasseq.decoding.trace_count`.
+_LOOPS_BUILT = collections.Counter()
 
 
 # --------------------------------------------------------------------------
-# Tracing: one `tf.function` per (decoder, step_fn, static settings).
+# Running a loop.
 # --------------------------------------------------------------------------
 
 
-def trace_count(kind=None):
-    """Number of times a decoding graph was traced since the process started.
+def run_loop(kind, loop, state, batch_size, start_id, jit_compile, batch_buckets, *args):
+    """Run `loop(start_tokens, state, *args)`, the body of one decoder.
 
-    Tracing happens the first time a decoder runs with a given `step_fn`,
-    static settings and state shapes. Calling again with the same shapes reuses
-    the graph, so the count stays put; use `batch_buckets` to let several batch
-    sizes share one graph.
+    Inside a `tf.function` the loop is traced into the caller's graph (with
+    `jit_compile=True` as a nested XLA function); eagerly it runs as a new
+    `tf.function`, traced (and with XLA compiled) for this call only: to
+    decode many batches, call the decoder inside your own `tf.function`, which
+    TensorFlow then reuses for every batch of the same shape.
 
-    Args:
-        kind: `"greedy"`, `"beam_search"` or `"sample"` to count one decoder,
-            `None` (default) to count all of them.
-
-    Returns:
-        A Python `int`.
-
-    Example: call `greedy(step_fn, state, ...)` twice with the same shapes and
-    `trace_count("greedy")` grows by one, not two.
+    With `batch_size=None` the number of rows is read from the state at run
+    time, so a graph traced with an unknown batch size serves every size.
     """
-    if kind is None:
-        return sum(_TRACE_COUNTS.values())
-    return _TRACE_COUNTS[kind]
+    if batch_buckets is not None:
+        warnings.warn(
+            "batch_buckets is deprecated and ignored: the decoders keep no compiled "
+            "functions. kerasseq.Translator pads batches to buckets; a decoder called "
+            "inside your own tf.function with batch_size=None (and an input signature "
+            "with an unknown batch size) serves every batch size with one graph.",
+            DeprecationWarning, stacklevel=3)
+    state = prepare_state(state, batch_size)
+    if batch_size is None:
+        if not state:
+            raise ValueError("batch_size=None needs a non-empty state to read the batch size from.")
+        batch_size = num_rows(next(iter(state.values())))
+    start_tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))  # (batch_size,)
 
+    def traced(start_tokens, state, *args):
+        _LOOPS_BUILT[kind] += 1
+        return loop(start_tokens, state, *args)
 
-def clear_cache():
-    """Forget every compiled decoding function (the trace counts are kept)."""
-    _FUNCTION_CACHE.clear()
-
-
-def note_trace(kind):
-    """Called from inside a traced function body: runs once per trace."""
-    _TRACE_COUNTS[kind] += 1
-
-
-def cached_function(kind, step_fn, settings, jit_compile, build):
-    """Return the `tf.function` for `(kind, step_fn, settings, jit_compile)`.
-
-    `build()` returns the Python function to wrap; it is only called on a cache
-    miss. The cache is a small LRU so short-lived step functions (tests,
-    notebooks) do not pile up.
-    """
-    try:
-        hash(step_fn)
-    except TypeError:  # unhashable callables are cached by identity
-        step_fn = ("id", id(step_fn))
-    key = (kind, step_fn, settings, bool(jit_compile))
-    function = _FUNCTION_CACHE.get(key)
-    if function is None:
-        function = tf.function(build(), jit_compile=bool(jit_compile))
-        _FUNCTION_CACHE[key] = function
-        if len(_FUNCTION_CACHE) > _CACHE_SIZE:
-            _FUNCTION_CACHE.popitem(last=False)
-    else:
-        _FUNCTION_CACHE.move_to_end(key)
-    return function
+    if tf.executing_eagerly() or jit_compile:
+        traced = tf.function(traced, jit_compile=bool(jit_compile))
+    return tuple(traced(start_tokens, state, *args))
 
 
 # --------------------------------------------------------------------------
@@ -93,14 +75,12 @@ def cached_function(kind, step_fn, settings, jit_compile, build):
 # --------------------------------------------------------------------------
 
 
-def check_common(batch_size, start_id, end_id, max_length, min_length):
-    """Checks shared by the three decoders (`batch_size=None`: taken from the state)."""
+def check_step_arguments(batch_size, start_id, end_id):
+    """The decoders' own arguments (`batch_size=None`: taken from the state)."""
     if batch_size is not None:
         check_int("batch_size", batch_size, 1)
     check_int("start_id", start_id, 0)
     check_int("end_id", end_id, 0)
-    check_int("max_length", max_length, 1)
-    check_int("min_length", min_length, 0, max_length, "max_length")
 
 
 # --------------------------------------------------------------------------
@@ -142,56 +122,6 @@ def prepare_state(state, batch_size):
     return prepared
 
 
-def bucket_size(batch_size, buckets="pow2"):
-    """Smallest bucket that holds `batch_size` rows.
-
-    Args:
-        batch_size: Python int >= 1.
-        buckets: `"pow2"` (or `True`) for powers of two, or an increasing
-            sequence of ints such as `(8, 32, 128)`.
-
-    Returns:
-        A Python int >= `batch_size`. With explicit buckets, a batch larger
-        than the last bucket is returned unchanged.
-
-    Example:
-
-    >>> bucket_size(5)
-    8
-    >>> bucket_size(5, buckets=(4, 16))
-    16
-    """
-    check_int("batch_size", batch_size, 1)
-    if buckets is True or buckets == "pow2":
-        return 1 << (batch_size - 1).bit_length()
-    for bucket in sorted(buckets):
-        if bucket >= batch_size:
-            return int(bucket)
-    return batch_size
-
-
-def pad_state(state, batch_size, padded_batch_size):
-    """Pad every state tensor from `batch_size` to `padded_batch_size` rows.
-
-    The extra rows repeat row 0, so they are valid model inputs (a zero source
-    mask, for instance, could make attention divide by zero). Their outputs
-    are dropped by the decoders.
-
-    Args:
-        state: dict of tensors with `batch_size` rows.
-        batch_size: Python int.
-        padded_batch_size: Python int >= `batch_size`.
-
-    Returns:
-        A dict with the same keys; every tensor has `padded_batch_size` rows.
-    """
-    extra = padded_batch_size - batch_size
-    if extra == 0:
-        return dict(state)
-    rows = tf.concat([tf.range(batch_size), tf.zeros([extra], tf.int32)], axis=0)
-    return {name: tf.gather(tensor, rows) for name, tensor in state.items()}
-
-
 def num_rows(tensor):
     """Rows of `tensor`: a Python int when static, else an int32 scalar tensor.
 
@@ -201,27 +131,6 @@ def num_rows(tensor):
     """
     rows = tensor.shape[0]
     return rows if rows is not None else tf.shape(tensor)[0]
-
-
-def run_decoder(function, state, batch_size, start_id, batch_buckets, *args):
-    """Pad the batch to a bucket, run a compiled decoder, drop the padding rows.
-
-    With `batch_size=None` the batch size comes from the state tensors at run
-    time and `batch_buckets` is ignored: the traced graph already accepts any
-    number of rows.
-    """
-    state = prepare_state(state, batch_size)
-    if batch_size is None:
-        if not state:
-            raise ValueError("batch_size=None needs a non-empty state to read the batch size from.")
-        rows = num_rows(next(iter(state.values())))
-        start_tokens = tf.fill([rows], tf.constant(start_id, tf.int32))  # (batch_size,)
-        return tuple(function(start_tokens, state, *args))
-    padded = batch_size if batch_buckets is None else bucket_size(batch_size, batch_buckets)
-    state = pad_state(state, batch_size, padded)
-    start_tokens = tf.fill([padded], tf.constant(start_id, tf.int32))  # (padded,)
-    outputs = function(start_tokens, state, *args)
-    return tuple(output[:batch_size] for output in outputs)
 
 
 # --------------------------------------------------------------------------

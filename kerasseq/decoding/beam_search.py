@@ -25,6 +25,7 @@ import collections
 import tensorflow as tf
 
 from kerasseq.decoding import _common
+from kerasseq.decoding.config import SearchConfig
 
 # Smallest coverage value inside the log of the coverage penalty: a source
 # position that was never attended costs beta * log(1e-10) instead of -inf.
@@ -137,8 +138,9 @@ def beam_search(
         coverage_penalty: float beta >= 0; 0 disables the coverage penalty.
         num_return: int in `[1, num_beams]`, hypotheses returned per row.
         return_log_probs: bool; also return the unpenalised log-probabilities.
-        jit_compile: bool, compile the loop with XLA.
-        batch_buckets: `None`, `"pow2"` or a sequence of ints, see `greedy`.
+        jit_compile: bool, compile the loop with XLA (see `greedy` for how the
+            decoders run eagerly and inside a `tf.function`).
+        batch_buckets: deprecated and ignored, see `greedy`.
         shared_state: names of state tensors that are the same for every
             hypothesis of a row (source memory such as cross-attention keys
             and values) and that `step_fn` accepts untiled, with `batch_size`
@@ -177,40 +179,54 @@ def beam_search(
     >>> lengths.numpy().tolist()   # the empty output (p = 0.6) beats "a b" (0.36)
     [[0]]
     """
-    _common.check_common(batch_size, start_id, end_id, max_length, min_length)
-    _check_beam_arguments(num_beams, num_return, length_penalty, coverage_penalty)
-    if coverage_penalty > 0 and _common.ATTENTION_WEIGHTS not in state:
-        raise ValueError(
-            "coverage_penalty > 0 needs a model that reports attention weights: "
-            f"its state must contain {_common.ATTENTION_WEIGHTS!r} of shape "
-            "(batch_size, source_length). Received: "
-            f"coverage_penalty={coverage_penalty} and a state with keys "
-            f"{sorted(state)}"
-        )
-    shared_state = _check_shared_state(shared_state, state)
-    config = _SearchConfig(
-        start_id, end_id, num_beams, max_length, min_length,
-        float(length_penalty), float(coverage_penalty), num_return, shared_state,
-    )
+    _common.check_step_arguments(batch_size, start_id, end_id)
+    config = SearchConfig(method="beam", num_beams=num_beams, num_return=num_return,
+                          max_length=max_length, min_length=min_length,
+                          length_penalty=length_penalty, coverage_penalty=coverage_penalty)
+    _check_shared_state(shared_state, state)  # before anything is traced
 
-    def build():
-        def decode(start_tokens, state):
-            _common.note_trace("beam_search")
-            return _search(step_fn, config, start_tokens, state)
+    def loop(start_tokens, state):
+        return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state)
 
-        return decode
-
-    function = _common.cached_function("beam_search", step_fn, config, jit_compile, build)
-    token_ids, scores, lengths, log_probs = _common.run_decoder(
-        function, state, batch_size, start_id, batch_buckets
-    )
+    token_ids, scores, lengths, log_probs = _common.run_loop(
+        "beam_search", loop, state, batch_size, start_id, jit_compile, batch_buckets)
     if return_log_probs:
         return token_ids, scores, lengths, log_probs
     return token_ids, scores, lengths
 
 
-_SearchConfig = collections.namedtuple("_SearchConfig", [
-    "start_id", "end_id", "num_beams", "max_length", "min_length",
+def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=()):
+    """The loop of `beam_search` for a checked `SearchConfig`, to run inside a graph.
+
+    Args:
+        config: a `SearchConfig` (`num_beams`, `num_return`, `max_length`,
+            `min_length`, `length_penalty`, `coverage_penalty` are read).
+        shared_state: names of state tensors, see `beam_search`.
+
+    Returns:
+        `(token_ids, scores, lengths, log_probs)` as `beam_search` with
+        `return_log_probs=True`.
+    """
+    if config.coverage_penalty > 0 and _common.ATTENTION_WEIGHTS not in state:
+        raise ValueError(
+            "coverage_penalty > 0 needs a model that reports attention weights: "
+            f"its state must contain {_common.ATTENTION_WEIGHTS!r} of shape "
+            "(batch_size, source_length). Received: "
+            f"coverage_penalty={config.coverage_penalty} and a state with keys "
+            f"{sorted(state)}"
+        )
+    settings = _BeamSettings(
+        end_id=end_id, num_beams=config.num_beams, max_length=config.max_length,
+        min_length=config.min_length, length_penalty=float(config.length_penalty),
+        coverage_penalty=float(config.coverage_penalty), num_return=config.num_return,
+        shared_state=_check_shared_state(shared_state, state))
+    return _search(step_fn, settings, start_tokens, state)
+
+
+# The settings the loop reads, as plain Python values (a SearchConfig may hold
+# max_length=None; the loop needs the number of the batch's bucket).
+_BeamSettings = collections.namedtuple("_BeamSettings", [
+    "end_id", "num_beams", "max_length", "min_length",
     "length_penalty", "coverage_penalty", "num_return", "shared_state",
 ])
 
@@ -233,19 +249,6 @@ def _check_shared_state(shared_state, state):
             f"{_common.ATTENTION_WEIGHTS!r} changes at every step; it cannot be shared state."
         )
     return tuple(sorted(shared_state))
-
-
-def _check_beam_arguments(num_beams, num_return, length_penalty, coverage_penalty):
-    _common.check_int("num_beams", num_beams, 1)
-    _common.check_int("num_return", num_return, 1, num_beams, "num_beams")
-    if not length_penalty >= 0:
-        raise ValueError(
-            f"length_penalty must be >= 0. Received: length_penalty={length_penalty}"
-        )
-    if not coverage_penalty >= 0:
-        raise ValueError(
-            f"coverage_penalty must be >= 0. Received: coverage_penalty={coverage_penalty}"
-        )
 
 
 # --------------------------------------------------------------------------

@@ -16,12 +16,50 @@ DESIGN §3: a model (or an ensemble of models) is searchable when it has
 The searches in `kerasseq.decoding` take `model.decode_step` and the state of
 `model.encode` and know nothing else; `kerasseq.Translator` adds tokenizers,
 batching and the compiled function around them.
+
+Two state keys have a meaning for the searches (one definition, used by the
+searches and by the models that write them): `ATTENTION_WEIGHTS`, this
+step's cross-attention `(batch_size, source_length)` (beam search's coverage
+penalty), and `SOURCE_MASK`, the real source positions `(batch_size,
+source_length)`.
+
+`OPTIONAL_ATTRIBUTES` lists every other attribute or hook of a model that
+`kerasseq.Translator` reads (through `optional`), so this module holds the
+whole contract between the translator and a model.
 """
 
 import inspect
 from typing import Any, Dict, Protocol, Tuple, runtime_checkable
 
 State = Dict[str, Any]
+
+ATTENTION_WEIGHTS = "attention_weights"
+SOURCE_MASK = "source_mask"
+
+# Every optional attribute the translator reads, with what it means (see
+# `Seq2SeqDecodable`); `optional` refuses any other name.
+OPTIONAL_ATTRIBUTES = {
+    "source_tokenizer": "tokenizer of the source text (translate, exports)",
+    "target_tokenizer": "tokenizer of the target text (translate, exports)",
+    "start_id": "token fed at step 0 (default 2, kerasseq.data's START_ID)",
+    "end_id": "token that ends a hypothesis (default 3, kerasseq.data's END_ID)",
+    "max_target_length": "default max_length of a search",
+    "max_length": "a position table: most source tokens the model reads",
+    "source_vocab_size": "source ids are checked against it",
+    "source_length_multiple": "source columns are padded to multiples of it (default 8)",
+    "check_search_config": "check_search_config(config): model-specific checks",
+    "shared_state_keys": "state tensors beam search keeps one copy of per source",
+    "_trim_source_ids": "_trim_source_ids(ids) -> ids: cut sources to what the model reads",
+    "translator_cache": "a dict in which get_translator keeps the model's translators",
+}
+
+
+def optional(model, name, default=None):
+    """`model.<name>`, an attribute of `OPTIONAL_ATTRIBUTES`, or `default`."""
+    if name not in OPTIONAL_ATTRIBUTES:
+        raise KeyError(f"{name!r} is not an attribute of the decoding contract "
+                       f"(kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES)")
+    return getattr(model, name, default)
 
 
 def encode_accepts_max_length(model):
@@ -52,15 +90,21 @@ def encode_for_search(model, source_ids, max_length):
 class Seq2SeqDecodable(Protocol):
     """What `kerasseq.Translator`, `export_translator` and the searches need.
 
-    Optional attributes, read when present: `source_tokenizer` /
-    `target_tokenizer` (text in and out), `start_id` / `end_id` (default 2
-    and 3), `max_target_length` (default `max_length` of a search),
-    `source_vocab_size` (id checks), `source_length_multiple` (column
-    bucket, default 8), `check_search_config(config)` (model-specific
-    checks of a `SearchConfig`) and `shared_state_keys` (state tensors that
-    are the same for every hypothesis of a source and that `decode_step`
-    accepts untiled, with one row per source: beam search then keeps one
-    copy of them, see `beam_search(shared_state=...)`).
+    Optional attributes, read when present (`OPTIONAL_ATTRIBUTES`, the one
+    list): `source_tokenizer` / `target_tokenizer` (text in and out),
+    `start_id` / `end_id` (default 2 and 3), `max_target_length` (default
+    `max_length` of a search), `max_length` (a position table: sources are
+    cut to it in exports), `source_vocab_size` (id checks),
+    `source_length_multiple` (column bucket, default 8),
+    `check_search_config(config)` (model-specific checks of a
+    `SearchConfig`), `shared_state_keys` (state tensors that are the same
+    for every hypothesis of a source and that `decode_step` accepts untiled,
+    with one row per source: beam search then keeps one copy of them, see
+    `beam_search(shared_state=...)`), `_trim_source_ids(source_ids)` (cuts
+    concrete source ids to what the model can read, or raises; the
+    Transformer's position table) and `translator_cache` (a dict in which
+    `kerasseq.translator.get_translator` keeps the model's translators, one
+    per `SearchConfig`; without it every call builds a new `Translator`).
 
     Example:
 

@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from kerasseq.decoding import _common
+from kerasseq.decoding.config import SearchConfig
 
 
 def greedy(
@@ -28,9 +29,13 @@ def greedy(
     one hypothesis per row, so it can miss a sequence whose first token looked
     worse (see `beam_search`).
 
-    The whole loop is one `tf.function` around a `tf.while_loop`; the compiled
-    function is cached per `(step_fn, start_id, end_id, max_length,
-    min_length, jit_compile)` and retraced only for new state shapes.
+    The whole loop is one `tf.while_loop`. Inside a `tf.function` (yours, or
+    the one `kerasseq.Translator` compiles) it becomes part of that graph.
+    Called eagerly it runs as a `tf.function` traced for this call alone (no
+    cache: to decode many batches, call `greedy` inside your own
+    `tf.function`, which TensorFlow reuses for every state of the same shape;
+    with `batch_size=None` and an input signature whose batch axis is `None`,
+    one graph serves every batch size).
 
     Args:
         step_fn: `step_fn(token_ids, state, step) -> (logits, new_state)`.
@@ -51,9 +56,8 @@ def greedy(
         min_length: int in `[0, max_length]`; the end token gets probability
             zero until `min_length` tokens were generated.
         jit_compile: bool, compile the loop with XLA.
-        batch_buckets: `None` (default), `"pow2"` or a sequence of ints. When
-            set, the batch is padded (repeating row 0) up to the bucket from
-            `bucket_size`, so batches of different sizes share one trace.
+        batch_buckets: deprecated and ignored (a `DeprecationWarning`):
+            `kerasseq.Translator` pads batches to buckets.
 
     Returns:
         `(token_ids, scores, lengths)`:
@@ -79,20 +83,24 @@ def greedy(
     >>> ids.numpy().tolist(), lengths.numpy().tolist()
     ([[3, 2, 0, 0, 0]], [2])
     """
-    _common.check_common(batch_size, start_id, end_id, max_length, min_length)
-    settings = (start_id, end_id, max_length, min_length)
+    _common.check_step_arguments(batch_size, start_id, end_id)
+    config = SearchConfig(method="greedy", max_length=max_length, min_length=min_length)
 
-    def build():
-        def decode(start_tokens, state):
-            _common.note_trace("greedy")
-            return _common.single_path_decode(
-                step_fn, _arg_max, start_tokens, state, end_id, max_length, min_length
-            )
+    def loop(start_tokens, state):
+        return greedy_loop(step_fn, start_tokens, state, config, end_id)
 
-        return decode
+    return _common.run_loop("greedy", loop, state, batch_size, start_id, jit_compile,
+                            batch_buckets)
 
-    function = _common.cached_function("greedy", step_fn, settings, jit_compile, build)
-    return _common.run_decoder(function, state, batch_size, start_id, batch_buckets)
+
+def greedy_loop(step_fn, start_tokens, state, config, end_id):
+    """The loop of `greedy` for a checked `SearchConfig`, to run inside a graph.
+
+    Returns:
+        `(token_ids, scores, lengths)` as `greedy` does.
+    """
+    return _common.single_path_decode(step_fn, _arg_max, start_tokens, state, end_id,
+                                      config.max_length, config.min_length)
 
 
 def _arg_max(log_probs, logits, step):

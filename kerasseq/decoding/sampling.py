@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq.decoding import _common
+from kerasseq.decoding.config import SearchConfig
 
 
 def sample(
@@ -61,9 +62,9 @@ def sample(
         min_length: int in `[0, max_length]`; the end token cannot be drawn
             until `min_length` tokens were generated.
         jit_compile: bool, compile the loop with XLA.
-        batch_buckets: `None`, `"pow2"` or a sequence of ints, see `greedy`.
-            A seeded draw is repeatable for a fixed padded batch size; it may
-            differ between bucketed and unbucketed calls.
+        batch_buckets: deprecated and ignored, see `greedy`. (A seeded draw
+            is repeatable for a fixed batch size; `kerasseq.Translator` pads
+            batches to buckets, so its draws may differ from a direct call's.)
 
     Returns:
         `(token_ids, scores, lengths)` as in `greedy`: int32
@@ -85,43 +86,40 @@ def sample(
     >>> ids.shape
     TensorShape([2, 6])
     """
-    _common.check_common(batch_size, start_id, end_id, max_length, min_length)
-    _check_sampling(temperature, top_k, top_p)
+    _common.check_step_arguments(batch_size, start_id, end_id)
+    config = SearchConfig(method="sample", max_length=max_length, min_length=min_length,
+                          temperature=temperature, top_k=top_k, top_p=top_p,
+                          seed=None if tf.is_tensor(seed) else seed)
     if tf.is_tensor(seed):  # a traced seed (the translator passes one per call)
         seed_tensor = tf.cast(seed, tf.int32)
     else:
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
-        elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an int or None. Received: seed={seed!r}")
         seed_tensor = tf.constant(int(seed) % (2**31 - 1), tf.int32)
-    settings = (start_id, end_id, max_length, min_length, float(temperature), top_k, float(top_p))
 
-    def build():
-        def decode(start_tokens, state, seed):
-            _common.note_trace("sample")
+    def loop(start_tokens, state, seed):
+        return sample_loop(step_fn, start_tokens, state, config, end_id, seed)
 
-            def draw(log_probs, logits, step):
-                return _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p)
-
-            return _common.single_path_decode(
-                step_fn, draw, start_tokens, state, end_id, max_length, min_length
-            )
-
-        return decode
-
-    function = _common.cached_function("sample", step_fn, settings, jit_compile, build)
-    return _common.run_decoder(
-        function, state, batch_size, start_id, batch_buckets, seed_tensor
-    )
+    return _common.run_loop("sample", loop, state, batch_size, start_id, jit_compile,
+                            batch_buckets, seed_tensor)
 
 
-def _check_sampling(temperature, top_k, top_p):
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0. Received: temperature={temperature}")
-    _common.check_int("top_k", top_k, 0)
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1]. Received: top_p={top_p}")
+def sample_loop(step_fn, start_tokens, state, config, end_id, seed):
+    """The loop of `sample` for a checked `SearchConfig`, to run inside a graph.
+
+    Args:
+        seed: int32 scalar tensor; `config.seed` is not read.
+
+    Returns:
+        `(token_ids, scores, lengths)` as `sample` does.
+    """
+    temperature, top_k, top_p = float(config.temperature), config.top_k, float(config.top_p)
+
+    def draw(log_probs, logits, step):
+        return _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p)
+
+    return _common.single_path_decode(step_fn, draw, start_tokens, state, end_id,
+                                      config.max_length, config.min_length)
 
 
 def _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p):

@@ -80,7 +80,8 @@ class Seq2SeqModel(keras.Model):
     # `supports_jit=False`, which would make Keras refuse XLA for the whole
     # model, `jit_compile="auto"` on a GPU included). They are saved through
     # `get_config`, and `kerasseq.export` tracks their lookup tables itself.
-    _UNTRACKED = ("source_tokenizer", "target_tokenizer")
+    # The translator cache (`translator_cache`) is no layer state either.
+    _UNTRACKED = ("source_tokenizer", "target_tokenizer", "translator_cache")
 
     def __setattr__(self, name, value):
         if name in self._UNTRACKED:
@@ -97,6 +98,18 @@ class Seq2SeqModel(keras.Model):
     def target_tokenizer(self):
         """The `TextTokenizer` of the target side, or `None` (ids only)."""
         return self.__dict__.get("_untracked_target_tokenizer")
+
+    @property
+    def translator_cache(self):
+        """The model's translators, one per `SearchConfig` (see `translator`).
+
+        A plain dict owned by the model (so it goes when the model goes),
+        kept out of Keras' tracking and out of the saved config.
+        """
+        cache = self.__dict__.get("_untracked_translator_cache")
+        if cache is None:
+            self.translator_cache = cache = {}  # stored untracked by __setattr__
+        return cache
 
     # ------------------------------------------------------------- cloning
     # `keras.models.clone_model` runs a functional model's graph on new inputs
@@ -226,7 +239,12 @@ class Seq2SeqModel(keras.Model):
         return self.target_tokenizer.end_id if self.target_tokenizer is not None else 3
 
     def _trim_source_ids(self, source_ids):
-        """Hook for models with a maximum source length (identity here)."""
+        """Hook for models with a maximum source length (identity here).
+
+        Part of the decoding contract
+        (`kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`): the translator
+        calls it on concrete source ids before it pads them to a bucket.
+        """
         return source_ids
 
     # ------------------------------------------------------------ decoding

@@ -27,11 +27,10 @@ import numbers
 import keras
 from keras import ops
 
+from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
 from kerasseq.models.base import Seq2SeqModel
 
 MEMBER_PREFIX = "member_{}/"
-SOURCE_MASK = "source_mask"
-ATTENTION_WEIGHTS = "attention_weights"
 
 # Tokenizer settings that do not change which id a text maps to.
 _TOKENIZER_IGNORED = ("name", "trainable", "dtype", "max_length")

@@ -275,3 +275,31 @@ def test_lowercase_must_be_a_bool():
     with pytest.raises(ValueError, match="lowercase.*True or False.*'lower'"):
         TextTokenizer(lowercase="lower")
     assert TextTokenizer(lowercase=np.bool_(True)).lowercase is True
+
+
+# What `keras.saving.serialize_keras_object` wrote for a TextTokenizer before
+# the tokenizers shared `TokenizerBase` (issue 24): it must still load.
+SAVED_BEFORE_THE_SHARED_BASE = {
+    "module": "kerasseq.data.tokenizer", "class_name": "TextTokenizer",
+    "config": {"name": "src", "trainable": True,
+               "dtype": {"module": "keras", "class_name": "DTypePolicy",
+                         "config": {"name": "float32"}, "registered_name": None},
+               "vocabulary": ["h", "e", "l", "o"], "split": "character", "lowercase": True,
+               "max_length": 7},
+    "registered_name": "kerasseq>TextTokenizer",
+}
+
+
+def test_a_config_written_before_the_shared_base_still_loads():
+    import keras
+
+    from kerasseq.data.tokenizer import TokenizerBase
+
+    loaded = keras.saving.deserialize_keras_object(SAVED_BEFORE_THE_SHARED_BASE)
+    assert isinstance(loaded, TextTokenizer) and isinstance(loaded, TokenizerBase)
+    assert (loaded.name, loaded.split, loaded.lowercase, loaded.max_length) == (
+        "src", "character", True, 7)
+    assert loaded.encode(["HELLO"]).to_list() == [[4, 5, 6, 6, 7]]
+    assert loaded.decode_to_strings([[4, 5, 6, 6, 7, 3, 0]]) == ["hello"]
+    again = keras.saving.serialize_keras_object(loaded)
+    assert again == SAVED_BEFORE_THE_SHARED_BASE  # the same config, key for key

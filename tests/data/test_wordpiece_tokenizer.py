@@ -417,3 +417,28 @@ def test_bad_arguments_and_inputs():
         WordPieceTextTokenizer(strip_accents=1)
     with pytest.raises(ValueError, match="max_length.*Received: max_length=0"):
         WordPieceTextTokenizer(max_length=0)
+
+
+# What `keras.saving.serialize_keras_object` wrote for a WordPieceTextTokenizer
+# before the tokenizers shared `TokenizerBase` (issue 24): it must still load.
+SAVED_BEFORE_THE_SHARED_BASE = {
+    "module": "kerasseq.data.wordpiece_tokenizer", "class_name": "WordPieceTextTokenizer",
+    "config": {"name": "wp", "trainable": True,
+               "dtype": {"module": "keras", "class_name": "DTypePolicy",
+                         "config": {"name": "float32"}, "registered_name": None},
+               "vocabulary": ["the", "cat", "sat", "s", "##at", "##s"], "lowercase": True,
+               "strip_accents": False, "max_length": 9},
+    "registered_name": "kerasseq>WordPieceTextTokenizer",
+}
+
+
+def test_a_config_written_before_the_shared_base_still_loads():
+    from kerasseq.data.tokenizer import TokenizerBase
+
+    loaded = keras.saving.deserialize_keras_object(SAVED_BEFORE_THE_SHARED_BASE)
+    assert isinstance(loaded, WordPieceTextTokenizer) and isinstance(loaded, TokenizerBase)
+    assert (loaded.name, loaded.lowercase, loaded.strip_accents, loaded.max_length) == (
+        "wp", True, False, 9)
+    assert loaded.encode(["The cats sat."]).to_list() == [[4, 5, 9, 6, 1]]
+    assert loaded.decode_to_strings([[2, 4, 5, 9, 3, 0]]) == ["the cats"]
+    assert keras.saving.serialize_keras_object(loaded) == SAVED_BEFORE_THE_SHARED_BASE

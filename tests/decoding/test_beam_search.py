@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasseq.decoding import beam_search, greedy, trace_count
+from kerasseq.decoding import beam_search, greedy
 from tests.decoding.toy_models import (
     END_ID,
     START_ID,
@@ -265,8 +265,8 @@ def test_coverage_penalty_needs_attention_weights():
         ({"max_length": 0}, "max_length must be >= 1. Received: max_length=0"),
         ({"max_length": 3, "min_length": 4}, "min_length must be <= max_length=3. Received: min_length=4"),
         ({"min_length": -1}, "min_length must be >= 0. Received: min_length=-1"),
-        ({"length_penalty": -0.5}, "length_penalty must be >= 0. Received: length_penalty=-0.5"),
-        ({"coverage_penalty": -1.0}, "coverage_penalty must be >= 0. Received: coverage_penalty=-1.0"),
+        ({"length_penalty": -0.5}, "length_penalty must be a finite float >= 0. Received: length_penalty=-0.5"),
+        ({"coverage_penalty": -1.0}, "coverage_penalty must be a finite float >= 0. Received: coverage_penalty=-1.0"),
         ({"batch_size": 2}, "batch_size=2 rows"),
     ],
 )
@@ -291,29 +291,28 @@ def test_xla_matches_graph_mode():
     np.testing.assert_allclose(plain[1], compiled[1], rtol=1e-5)
 
 
-def test_no_retracing_and_batch_buckets_share_a_trace():
+def test_the_callers_function_is_traced_once_per_shape():
+    # The decoders keep no compiled functions: the caller's tf.function is reused.
     model = PrefixTableModel(batch_size=4, vocab_size=5, seed=3)
     state = model.initial_state()
     settings = dict(start_id=START_ID, end_id=END_ID, num_beams=2, max_length=4)
 
-    first = beam_search(model.step_fn, state, 4, **settings)
-    traces = trace_count("beam_search")
-    again = beam_search(model.step_fn, state, 4, **settings)
-    assert trace_count("beam_search") == traces
+    @tf.function
+    def run(state):
+        return beam_search(model.step_fn, state, None, **settings)
+
+    first = run(state)
+    again = run(state)
+    assert run.experimental_get_tracing_count() == 1
     np.testing.assert_array_equal(first[0], again[0])
+    np.testing.assert_array_equal(first[0], beam_search(model.step_fn, state, 4, **settings)[0])
 
-    # Batches of 3 and 4 rows both pad to the bucket of 4 and reuse that trace.
-    for size in (3, 4, 3):
-        rows = {name: tensor[:size] for name, tensor in state.items()}
-        outputs = beam_search(model.step_fn, rows, size, batch_buckets="pow2", **settings)
-        assert outputs[0].shape == (size, 1, 4)
-        np.testing.assert_array_equal(outputs[0], first[0][:size])
-    assert trace_count("beam_search") == traces
-
-    # Without buckets a new batch size is a new trace.
+    # Another batch size is another shape: one new trace.
     rows = {name: tensor[:3] for name, tensor in state.items()}
-    beam_search(model.step_fn, rows, 3, **settings)
-    assert trace_count("beam_search") == traces + 1
+    outputs = run(rows)
+    assert outputs[0].shape == (3, 1, 4)
+    np.testing.assert_array_equal(outputs[0], first[0][:3])
+    assert run.experimental_get_tracing_count() == 2
 
 
 def test_early_stop_ends_the_loop_once_no_alive_beam_can_win():

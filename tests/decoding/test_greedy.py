@@ -4,8 +4,10 @@ import math
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from kerasseq.decoding import bucket_size, greedy, pad_state, trace_count
+from kerasseq import decoding
+from kerasseq.decoding import greedy
 from tests.decoding.toy_models import (
     END_ID,
     START_ID,
@@ -76,49 +78,53 @@ def test_xla_matches_graph_mode():
     np.testing.assert_allclose(plain[1], compiled[1], rtol=1e-5)
 
 
-def test_traces_once_per_shape_and_buckets_batch_sizes():
+def test_the_callers_function_traces_once_for_every_batch_size():
+    # The decoders keep no compiled functions: the caller compiles (here with an
+    # unknown batch size and batch_size=None, so one graph serves every size).
     model = PrefixTableModel(batch_size=8, vocab_size=5, seed=4)
     state = model.initial_state()
-    greedy(model.step_fn, state, 8, START_ID, END_ID, max_length=5)
-    traces = trace_count("greedy")
-    greedy(model.step_fn, state, 8, START_ID, END_ID, max_length=5)
-    assert trace_count("greedy") == traces
+    specs = {name: tf.TensorSpec([None] + t.shape[1:].as_list(), t.dtype) for name, t in state.items()}
 
-    for size in (5, 6, 7, 8):  # all pad to 8 rows
+    @tf.function(input_signature=[specs])
+    def run(state):
+        return greedy(model.step_fn, state, None, START_ID, END_ID, max_length=5)
+
+    expected = greedy(model.step_fn, state, 8, START_ID, END_ID, max_length=5)
+    for size in (5, 6, 7, 8, 3):
         rows = {name: tensor[:size] for name, tensor in state.items()}
-        token_ids, _, _ = greedy(
-            model.step_fn, rows, size, START_ID, END_ID, max_length=5, batch_buckets="pow2"
-        )
+        token_ids, _, _ = run(rows)
         assert token_ids.shape == (size, 5)
-    assert trace_count("greedy") == traces
+        np.testing.assert_array_equal(token_ids, expected[0][:size])
+    assert run.experimental_get_tracing_count() == 1
 
 
-def test_bucket_helpers():
+def test_deprecated_bucket_helpers_and_batch_buckets():
+    with pytest.warns(DeprecationWarning):
+        bucket_size = decoding.bucket_size
     assert [bucket_size(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
     assert bucket_size(5, buckets=(4, 16, 64)) == 16
     assert bucket_size(100, buckets=(4, 16, 64)) == 100
+    with pytest.warns(DeprecationWarning):
+        pad_state = decoding.pad_state
     padded = pad_state({"x": np.arange(6).reshape(3, 2)}, 3, 4)
     assert padded["x"].numpy().tolist() == [[0, 1], [2, 3], [4, 5], [0, 1]]
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"max_length": 0}, "max_length must be >= 1. Received: max_length=0"),
-        ({"min_length": 5}, "min_length must be <= max_length=4. Received: min_length=5"),
-        ({"batch_size": 0}, "batch_size must be >= 1. Received: batch_size=0"),
-        ({"end_id": -1}, "end_id must be >= 0. Received: end_id=-1"),
-    ],
-)
-def test_invalid_arguments_are_named(kwargs, message):
     model = early_end_model()
-    arguments = dict(batch_size=1, start_id=0, end_id=1, max_length=4)
-    arguments.update(kwargs)
-    with pytest.raises(ValueError, match=message):
-        greedy(model.step_fn, model.initial_state(), **arguments)
+    with pytest.warns(DeprecationWarning, match="batch_buckets is deprecated"):
+        token_ids, _, _ = greedy(model.step_fn, model.initial_state(), 1, 0, 1, max_length=4,
+                                 batch_buckets="pow2")
+    assert token_ids.shape == (1, 4)
+    with pytest.warns(DeprecationWarning):
+        traces = decoding.trace_count("greedy")
+    greedy(model.step_fn, model.initial_state(), 1, 0, 1, max_length=4)
+    assert decoding.trace_count("greedy") == traces + 1  # one trace per eager call
 
 
-def test_state_rows_must_match_batch_size():
-    model = early_end_model(batch_size=2)
-    with pytest.raises(ValueError, match=r"batch_size=3 rows. Received: state\['unused'\]"):
-        greedy(model.step_fn, model.initial_state(), 3, 0, 1, max_length=4)
+def test_docstring_examples_run():
+    """The examples in the decoders' docstrings (direct calls with a step_fn) run."""
+    import doctest
+    import importlib
+
+    for name in ("greedy", "beam_search", "sampling", "config"):
+        module = importlib.import_module(f"kerasseq.decoding.{name}")
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasseq import decoding
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from tests.models.g2p_fixture import tiny_g2p
 
@@ -65,7 +64,8 @@ def test_beam_search_is_traced_once_across_batch_sizes_and_source_lengths(kind):
 
     search = dict(method="beam", num_beams=3, max_length=6)
     model.generate(source_ids(5, 3), **search)  # first call: traces
-    traced = decoding.trace_count("beam_search")
+    translator = model.translator(method="beam", num_beams=3, max_length=6)
+    traced = translator.trace_count  # the Translator compiles and counts traces
     # Batches of 5..8 rows share the pow2 bucket 8; sources of 3..8 tokens are padded to 8.
     for batch_size, length in [(5, 7), (6, 4), (7, 3), (8, 5), (7, 8)]:
         ids, _, _ = model.generate(source_ids(batch_size, length), **search)
@@ -73,9 +73,9 @@ def test_beam_search_is_traced_once_across_batch_sizes_and_source_lengths(kind):
     words = [w for w, _ in entries]
     for count in (5, 6, 7):  # translate goes through the same generate
         assert len(model.translate(words[:count], **search)) == count
-    assert decoding.trace_count("beam_search") == traced
+    assert translator.trace_count == traced
     model.generate(source_ids(3, 5), **search)  # another bucket (4 rows): one new trace
-    assert decoding.trace_count("beam_search") == traced + 1
+    assert translator.trace_count == traced + 1
 
 
 def test_mixed_precision_generate_is_finite():

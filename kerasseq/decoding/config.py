@@ -1,0 +1,212 @@
+"""`SearchConfig`: every setting of a search, checked in one place.
+
+The one validator of search settings (DESIGN §3). `kerasseq.Translator`
+takes a `SearchConfig`; the decoders of `kerasseq.decoding` (`greedy`,
+`beam_search`, `sample`), called directly, check their search limits by
+building one, and `kerasseq.export` builds one too: every message about a
+bad `num_beams`, `max_length` or `temperature` comes from here. (The CLI's
+argparse types, which must not import TensorFlow, are the only other place
+that parses these numbers.) Re-exported as `kerasseq.SearchConfig` and
+`kerasseq.translator.SearchConfig`.
+"""
+
+import dataclasses
+import math
+import numbers
+from typing import Any, Optional, Union
+
+from kerasseq._validation import check_int
+
+METHODS = ("beam", "greedy", "sample")
+SOURCE_BUCKETS = ("geometric", "multiple")
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_finite_non_negative(name, value):
+    if not _is_real(value) or not value >= 0 or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite float >= 0. Received: {name}={value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """Every setting of a search, checked once, with kerasseq's one set of defaults.
+
+    Fields:
+        method: `"beam"` (default), `"greedy"` or `"sample"`.
+        num_beams: int >= 1, alive hypotheses per text (beam only; default 4).
+        num_return: int in `[1, num_beams]`, hypotheses returned per text
+            (beam only; default 1). With `num_return > 1`, `translate` returns
+            n-best lists.
+        length_penalty: float alpha >= 0, GNMT length penalty (beam only).
+        coverage_penalty: float beta >= 0, GNMT coverage penalty (beam only;
+            needs a model that reports attention weights).
+        max_length: int >= 1, most target tokens generated; `None` takes the
+            model's `max_target_length`.
+        min_length: int >= 0, the end token is forbidden before this many
+            tokens.
+        temperature, top_k, top_p, seed: sampling settings (sample only, see
+            `kerasseq.decoding.sample`). `seed=None` draws a new seed per call.
+        return_log_probs: bool, beam only: `generate` also returns the
+            unpenalised log-probabilities.
+        jit_compile: `"auto"` (default), True or False. `"auto"` compiles the
+            encoder and the search with XLA when TensorFlow sees a GPU, and
+            not on CPU, where a compile per bucket shape (5-10 s for a
+            3-layer Transformer) costs more than XLA saves on a corpus
+            translated once (`benchmarks/translate_long.py`; see
+            `resolve_jit_compile`). With XLA, the first call for each bucket
+            shape pays the trace and compile time.
+        batch_size: int >= 1, texts decoded at once.
+        batch_buckets: `"pow2"` (default), an increasing tuple of ints, or
+            `None`: every batch is padded to the smallest bucket holding it,
+            so a few compiled shapes serve every batch size.
+        max_source_length: int >= 1 or `None`: source tokens kept per text
+            (longer sources are cut; `None` keeps the source tokenizer's
+            `max_length`, or every token).
+        source_buckets: `"geometric"` (default) or `"multiple"`. Every batch
+            is padded to a source-length bucket, and each bucket is compiled
+            once. `"multiple"` rounds up to a multiple m of the model's
+            `source_length_multiple` (8): one compile per 8 tokens of
+            length. `"geometric"` uses m, 2m, 3m, 4m, 6m, 8m, 12m, 16m, ...
+            (each at most 1.5 times the one before): a corpus of sources up
+            to 256 tokens compiles at most 10 shapes instead of 32, for at
+            most a third more padding.
+        max_length_a, max_length_b: float >= 0 and int >= 0, fairseq's
+            `--max-len-a` / `--max-len-b`. With `max_length_a > 0`, a batch
+            whose sources are padded to S tokens generates at most
+            `min(max_length, ceil(max_length_a * S + max_length_b))` tokens:
+            the search stops, and the Transformer's self-attention cache
+            ends, there. Off by default (`max_length_a=0`: every batch
+            gets `max_length`).
+
+    Example:
+
+    >>> config = SearchConfig(num_beams=8, length_penalty=0.6)
+    >>> config.replace(method="greedy").method
+    'greedy'
+    """
+
+    method: str = "beam"
+    num_beams: int = 4
+    num_return: int = 1
+    length_penalty: float = 0.0
+    coverage_penalty: float = 0.0
+    max_length: Optional[int] = None
+    min_length: int = 0
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: Optional[int] = None
+    return_log_probs: bool = False
+    jit_compile: Union[bool, str] = "auto"
+    batch_size: int = 64
+    batch_buckets: Any = "pow2"
+    max_source_length: Optional[int] = None
+    source_buckets: str = "geometric"
+    max_length_a: float = 0.0
+    max_length_b: int = 10
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {list(METHODS)}. Received: method={self.method!r}")
+        self._check_int("num_beams", 1)
+        self._check_int("num_return", 1)
+        if self.method == "beam" and self.num_return > self.num_beams:
+            raise ValueError(
+                f"num_return must be <= num_beams={self.num_beams}. "
+                f"Received: num_return={self.num_return}"
+            )
+        for name in ("length_penalty", "coverage_penalty"):
+            _check_finite_non_negative(name, getattr(self, name))
+        if self.max_length is not None:
+            self._check_int("max_length", 1)
+        self._check_int("min_length", 0)
+        if self.max_length is not None and self.min_length > self.max_length:
+            raise ValueError(
+                f"min_length must be <= max_length={self.max_length}. "
+                f"Received: min_length={self.min_length}"
+            )
+        if not _is_real(self.temperature) or not self.temperature > 0 or not math.isfinite(self.temperature):
+            raise ValueError(f"temperature must be a float > 0. Received: temperature={self.temperature!r}")
+        self._check_int("top_k", 0)
+        if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be a float in (0, 1]. Received: top_p={self.top_p!r}")
+        if self.seed is not None and not _is_int(self.seed):
+            raise ValueError(f"seed must be an int or None. Received: seed={self.seed!r}")
+        if not isinstance(self.return_log_probs, bool):
+            raise ValueError(
+                f"return_log_probs must be a bool. Received: return_log_probs={self.return_log_probs!r}"
+            )
+        if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
+            raise ValueError(
+                "jit_compile must be True, False or 'auto'. "
+                f"Received: jit_compile={self.jit_compile!r}"
+            )
+        self._check_int("batch_size", 1)
+        buckets = self.batch_buckets
+        if buckets is not None and buckets != "pow2":
+            if isinstance(buckets, (str, bool)) or not isinstance(buckets, (tuple, list)) or not buckets \
+                    or not all(_is_int(b) and b >= 1 for b in buckets):
+                raise ValueError(
+                    "batch_buckets must be 'pow2', None or a sequence of ints >= 1. "
+                    f"Received: batch_buckets={buckets!r}"
+                )
+            object.__setattr__(self, "batch_buckets", tuple(sorted(int(b) for b in buckets)))
+        if self.max_source_length is not None:
+            self._check_int("max_source_length", 1)
+        if self.source_buckets not in SOURCE_BUCKETS:
+            raise ValueError(f"source_buckets must be one of {list(SOURCE_BUCKETS)}. "
+                             f"Received: source_buckets={self.source_buckets!r}")
+        _check_finite_non_negative("max_length_a", self.max_length_a)
+        self._check_int("max_length_b", 0)
+
+    def _check_int(self, name, minimum):
+        object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
+
+    # ------------------------------------------------------------ helpers
+    @classmethod
+    def fields(cls):
+        """Names of the settings, in declaration order."""
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def from_kwargs(cls, config=None, **kwargs):
+        """`config` (or the defaults) with `kwargs` replacing fields.
+
+        Raises:
+            TypeError: a keyword is not a `SearchConfig` field (the message
+                lists the valid ones).
+        """
+        if config is not None and not isinstance(config, cls):
+            raise TypeError(
+                f"config must be a kerasseq.SearchConfig. Received: config of type "
+                f"{type(config).__name__}"
+            )
+        unknown = sorted(set(kwargs) - set(cls.fields()))
+        if unknown:
+            raise TypeError(
+                f"Unknown search setting(s) {unknown}. Valid settings: {list(cls.fields())}"
+            )
+        base = config if config is not None else cls()
+        return dataclasses.replace(base, **kwargs) if kwargs else base
+
+    def replace(self, **kwargs):
+        """A copy with some fields replaced (checked again)."""
+        return SearchConfig.from_kwargs(self, **kwargs)
+
+    @property
+    def beams(self):
+        """Hypotheses the search keeps per text: `num_beams` for beam, else 1."""
+        return self.num_beams if self.method == "beam" else 1
+
+    @property
+    def returns(self):
+        """Hypotheses returned per text: `num_return` for beam, else 1."""
+        return self.num_return if self.method == "beam" else 1
+
