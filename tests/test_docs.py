@@ -139,12 +139,23 @@ def _run_script(source, namespace, name, page, line, expected):
         )
 
 
-PAGES = sorted(DOCS.rglob("*.md"))
+ALL_PAGES = sorted(DOCS.rglob("*.md"))
+# The pages that train or start processes for half a minute or more run from
+# tests/test_docs_long_pages.py: a file of its own, so the two pytest-xdist
+# workers (`--dist loadfile`) share the docs pages instead of one running all.
+LONG_PAGES = ("distributed.md", "migrating_from_tfa.md", "tutorial_bible.md",
+              "tutorial_translate.md")
+PAGES = [page for page in ALL_PAGES if str(page.relative_to(DOCS)) not in LONG_PAGES]
 DEFAULT_PRINT_OPTIONS = np.get_printoptions()  # at import: NumPy's defaults
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
 def test_docs_page_code_runs(page, tmp_path, monkeypatch):
+    run_page(page, tmp_path, monkeypatch)
+
+
+def run_page(page, tmp_path, monkeypatch):
+    """Run every python block of `page` (see the module docstring)."""
     text = page.read_text(encoding="utf-8")
     if SKIP_MARKER in text:
         pytest.skip(f"{page.relative_to(ROOT)} is marked {SKIP_MARKER} (needs the internet)")

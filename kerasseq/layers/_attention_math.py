@@ -40,10 +40,16 @@ def masked_softmax(scores, mask=None):
            [0.   , 0.   , 0.   ]], dtype=float32)
     """
     scores = ops.cast(scores, "float32")
+    if mask is not None:
+        mask = ops.cast(mask, "bool")
+        scores = ops.where(mask, scores, MASK_VALUE)
+    # The softmax written out (max-shifted): `keras.ops.softmax` warns "softmax
+    # over axis -1 ... of size 1" whenever the source has one position, which
+    # is a legitimate attention (a one-token source: every weight is 1).
+    exponentials = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))
+    weights = exponentials / ops.sum(exponentials, axis=-1, keepdims=True)
     if mask is None:
-        return ops.softmax(scores, axis=-1)
-    mask = ops.cast(mask, "bool")
-    weights = ops.softmax(ops.where(mask, scores, MASK_VALUE), axis=-1)
+        return weights
     # A row with no visible position would otherwise be uniform; make it zero.
     return ops.where(mask, weights, 0.0)
 
