@@ -55,10 +55,6 @@ def _interpreter_class():
     return Interpreter
 
 
-def _default_source_length(model):
-    return getattr(model, "max_length", None) or 64
-
-
 def tflite_module(model, batch_size, source_length, max_length):
     """A `tf.Module` with the two `tf.function`s that become the signatures.
 
@@ -131,15 +127,15 @@ def convert_to_tflite(model, batch_size=1, source_length=None, max_length=None, 
             Transformer's position table.
     """
     batch_size = check_positive_int("batch_size", batch_size)
+    model_max = getattr(model, "max_length", None)  # the Transformer's position table
     source_length = check_positive_int(
-        "source_length", _default_source_length(model) if source_length is None else source_length
+        "source_length", (model_max or 64) if source_length is None else source_length
     )
     max_length = check_positive_int(
         "max_length", getattr(model, "max_target_length", 64) if max_length is None else max_length
     )
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
-    model_max = getattr(model, "max_length", None)
     if model_max is not None and source_length > model_max:
         raise ValueError(
             f"source_length must be <= the model's max_length ({model_max}, its position "

@@ -152,8 +152,7 @@ class Seq2SeqModel(keras.Model):
                 f"argument(s): {positional[2:]!r}"
             )
         inputs, outputs = positional[0], positional[1]
-        flat_inputs = keras.tree.flatten(inputs) if isinstance(inputs, (list, tuple, dict)) else [inputs]
-        if not any(isinstance(x, keras.KerasTensor) for x in flat_inputs + [outputs]):
+        if not any(isinstance(x, keras.KerasTensor) for x in keras.tree.flatten([inputs, outputs])):
             return False
         reference = getattr(outputs, "_kerasseq_graph_of", None)
         source = reference() if reference is not None else None
