@@ -226,9 +226,8 @@ ARGPARSE_ERRORS = [
      "argument --clipnorm: expected a finite number in (0, inf), got 'inf'", "kerasseq train"),
     (["train", "--label-smoothing", "1", "--output-dir", "/tmp/x"],
      "argument --label-smoothing: expected a finite number in [0, 1), got '1'", "kerasseq train"),
-    (["translate", "/tmp/x", "cat", "--length-penalty", "-1"],
-     "argument --length-penalty: expected a finite number in [0, inf), got '-1'",
-     "kerasseq translate"),
+    (["translate", "/tmp/x", "cat", "--beam", "two"],
+     "argument --beam: invalid int value: 'two'", "kerasseq translate"),
     (["frobnicate"], "argument command: invalid choice: 'frobnicate'", "kerasseq"),
     ([], "the following arguments are required: command", "kerasseq"),
 ]
@@ -246,6 +245,38 @@ def test_argparse_error_is_one_line(args, message, prog, capsys):
     assert captured.out == "" and captured.err.count("\n") == 1
     assert captured.err.startswith(f"kerasseq: error: {message}")
     assert captured.err.endswith(f" (see {prog} --help)\n")
+
+
+SEARCH_ERRORS = [
+    (["translate", "/tmp/x", "cat", "--length-penalty", "-1"],
+     "--length-penalty: length_penalty must be a finite float >= 0. Received: length_penalty=-1.0"),
+    (["translate", "/tmp/x", "cat", "--length-penalty", "nan"],
+     "--length-penalty: length_penalty must be a finite float >= 0. Received: length_penalty=nan"),
+    (["translate", "/tmp/x", "cat", "--beam", "0"],
+     "--beam: num_beams must be >= 1. Received: num_beams=0"),
+    (["translate", "/tmp/x", "cat", "--beam", "2", "--nbest", "3"],
+     "--nbest: num_return must be <= num_beams=2. Received: num_return=3"),
+    (["translate", "/tmp/x", "cat", "--beam", "1", "--nbest", "2"],
+     "--nbest 2 needs --beam N with N >= 2 (--beam 1 is greedy search)"),
+    (["evaluate", "/tmp/x", "--nbest", "0"],
+     "--nbest: num_return must be >= 1. Received: num_return=0"),
+    (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-length", "0"],
+     "--max-length: max_length must be >= 1. Received: max_length=0"),
+    (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-source-length", "-3"],
+     "--max-source-length: max_source_length must be >= 1. Received: max_source_length=-3"),
+]
+
+
+@pytest.mark.parametrize("args, message", SEARCH_ERRORS,
+                         ids=[" ".join(args[3:]) for args, _ in SEARCH_ERRORS])
+def test_search_settings_are_checked_by_search_config(args, message, capsys):
+    """The CLI parses search flags as numbers; `SearchConfig`, the one validator,
+    checks them before any model is loaded (/tmp/x does not exist), and the
+    one-line error names the flag."""
+    from kerasseq.cli import main
+
+    assert main(args) == 2
+    assert capsys.readouterr().err == f"kerasseq {args[0]}: error: {message}\n"
 
 
 def test_argparse_errors_are_nonzero():

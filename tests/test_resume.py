@@ -128,13 +128,13 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
     assert summary["initial_epoch"] == 4 and summary["epochs_run"] == 1
     assert len(summary["history"]["loss"]) == 5
 
-    from kerasseq.cli.commands import _tokenizers_for, load_model
-    from kerasseq.data import load_pairs
+    from kerasseq.cli.commands import load_model
+    from kerasseq.data import learn_tokenizers, load_pairs
 
     with open(os.path.join(output, "tokenizers.json")) as handle:
         assert json.load(handle) == first_tokenizers
     model = load_model(os.path.join(output, "model.keras"))
-    rebuilt = _tokenizers_for("cmudict", load_pairs("cmudict", "train", 40)[0])
+    rebuilt = learn_tokenizers("cmudict", load_pairs("cmudict", "train", 40)[0])
     for tokenizer, config, fresh in zip((model.source_tokenizer, model.target_tokenizer),
                                         first_tokenizers, rebuilt, strict=True):
         assert tokenizer.get_vocabulary() == fresh.get_vocabulary()

@@ -198,12 +198,14 @@ def _add_run_arguments(parser, output_dir):
 
 
 def _add_search_arguments(parser, export=False):
-    parser.add_argument("--beam", type=_positive_int, default=None,
+    # Search settings are parsed as plain numbers here and checked by
+    # kerasseq.SearchConfig, the one validator (the commands name the flag).
+    parser.add_argument("--beam", type=int, default=None,
                         help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
-    parser.add_argument("--nbest", type=_positive_int, default=None,
+    parser.add_argument("--nbest", type=int, default=None,
                         help="hypotheses per text" + (" in translate_nbest (default: --beam)"
                                                       if export else " (default 1)"))
-    parser.add_argument("--length-penalty", type=_finite_float(0.0), default=None,
+    parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
                         help="XLA-compile the encoder and the search (default auto: on)")
@@ -258,9 +260,9 @@ def make_parser():
     export_parser.add_argument("model_dir", help=MODEL_HELP)
     export_parser.add_argument("export_dir")
     _add_search_arguments(export_parser, export=True)
-    export_parser.add_argument("--max-length", type=_positive_int, default=None,
+    export_parser.add_argument("--max-length", type=int, default=None,
                                help="most target tokens (default: the model's max_target_length)")
-    export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
+    export_parser.add_argument("--max-source-length", type=int, default=None,
                                help="source tokens kept per text (default: tokenizer max_length or 256)")
     export_parser.add_argument("--overwrite", action="store_true",
                                help="replace an existing export (a SavedModel directory) or "

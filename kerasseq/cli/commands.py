@@ -14,45 +14,7 @@ import sys
 import time
 
 from kerasseq.cli import CLIError, first_line
-from kerasseq.data.datasets import load_pairs, spread_sample
-
-
-# --------------------------------------------------------------- tokenizers
-def _tokenizers_for(dataset, pairs, tokenizer="default", vocabulary_size=None):
-    """`(source_tokenizer, target_tokenizer)` learned on the training `pairs`.
-
-    `tokenizer` is `--tokenizer`: "default" (characters → phonemes for
-    CMUdict, lower-cased words for TSV and TFDS data) or "wordpiece"
-    (`kerasseq.data.WordPieceTextTokenizer` on both sides, case-folded except
-    CMUdict's phonemes). `vocabulary_size` is `--vocabulary-size`: the most
-    ids per side, reserved ones included (default: 8000 for WordPiece, no
-    limit otherwise).
-    """
-    from kerasseq.data import TextTokenizer, WordPieceTextTokenizer
-
-    if vocabulary_size is not None and vocabulary_size <= 4:
-        raise CLIError(f"--vocabulary-size must be > 4 (it counts the 4 reserved ids). "
-                       f"Received: {vocabulary_size}")
-    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
-    if tokenizer == "wordpiece":
-        size = {"max_tokens": vocabulary_size} if vocabulary_size else {}
-        return (WordPieceTextTokenizer.from_texts(sources, lowercase=True, name="source_tokenizer",
-                                                  **size),
-                WordPieceTextTokenizer.from_texts(targets, lowercase=dataset != "cmudict",
-                                                  name="target_tokenizer", **size))
-    if tokenizer != "default":
-        raise CLIError(f"--tokenizer must be 'default' or 'wordpiece'. Received: {tokenizer!r}")
-    if dataset == "cmudict":
-        # G2P is case-insensitive: "Hello" and "HELLO" read as "hello" (the
-        # tokenizer lowercases inside the model, its exports included).
-        return (TextTokenizer.from_texts(sources, split="character", lowercase=True,
-                                         max_tokens=vocabulary_size, name="source_tokenizer"),
-                TextTokenizer.from_texts(targets, split="whitespace", max_tokens=vocabulary_size,
-                                         name="target_tokenizer"))
-    return (TextTokenizer.from_texts(sources, split="word", lowercase=True,
-                                     max_tokens=vocabulary_size, name="source_tokenizer"),
-            TextTokenizer.from_texts(targets, split="word", lowercase=True,
-                                     max_tokens=vocabulary_size, name="target_tokenizer"))
+from kerasseq.data.datasets import learn_tokenizers, load_pairs, spread_sample
 
 
 # -------------------------------------------------------------------- model
@@ -224,10 +186,11 @@ def train(args):
                                            on_bad_line)
     try:
         source_tokenizer, target_tokenizer = run.tokenizers(
-            *_tokenizers_for(args.dataset, train_pairs, args.tokenizer,
-                             args.vocabulary_size))
+            *learn_tokenizers(args.dataset, train_pairs, args.tokenizer, args.vocabulary_size))
     except ValueError as error:
-        raise CLIError(str(error)) from None
+        message = str(error)
+        raise CLIError(f"--vocabulary-size: {message}" if message.startswith("vocabulary_size")
+                       else message) from None
     with strategy.scope():
         model = build_model(args, source_tokenizer, target_tokenizer)
         model.compile(
@@ -303,27 +266,43 @@ def command_train(args):
     print(f"model: {os.path.join(args.output_dir, 'model.keras')}")
 
 
-def _search_kwargs(args):
-    """`SearchConfig` fields from `--beam`, `--nbest`, `--length-penalty`, `--jit`.
+# The flag that sets each SearchConfig field, to name it in an error.
+_SEARCH_FLAGS = {"num_beams": "--beam", "num_return": "--nbest",
+                 "length_penalty": "--length-penalty", "max_length": "--max-length",
+                 "max_source_length": "--max-source-length"}
+
+
+def _search_kwargs(args, **fields):
+    """`SearchConfig` fields from `--beam`, `--nbest`, `--length-penalty`, `--jit`
+    (and `fields`, e.g. export's `max_length`), checked by `SearchConfig`.
 
     Only what was given: the rest keeps `kerasseq.SearchConfig`'s defaults
     (beam search, 4 beams, `jit_compile="auto"`), the same as the Python API
-    and `kerasseq export`. `--beam 1` is greedy search.
+    and `kerasseq export`. `--beam 1` is greedy search. `SearchConfig` is the
+    one validator: its message is reported with the flag that set the field,
+    before any model is loaded.
     """
-    beam, nbest = args.beam, args.nbest
-    search = {}
-    if beam is not None:
-        search.update(method="beam", num_beams=beam) if beam > 1 else search.update(method="greedy")
-    num_beams = 4 if beam is None else beam
-    if nbest is not None:
-        if nbest > 1 and num_beams < nbest:
-            raise CLIError(f"--nbest {nbest} needs --beam N with N >= {nbest}")
-        if num_beams > 1:
-            search["num_return"] = nbest
+    from kerasseq.decoding.config import SearchConfig
+
+    search = {key: value for key, value in fields.items() if value is not None}
+    if args.beam is not None:
+        search.update(method="beam", num_beams=args.beam) if args.beam != 1 else \
+            search.update(method="greedy")
+    if args.nbest is not None:
+        search["num_return"] = args.nbest
     if args.length_penalty is not None:
         search["length_penalty"] = args.length_penalty
-    jit = args.jit
-    search["jit_compile"] = {"on": True, "off": False}.get(jit, "auto")
+    search["jit_compile"] = {"on": True, "off": False}.get(args.jit, "auto")
+    try:
+        config = SearchConfig(**search)
+    except ValueError as error:
+        flag = _SEARCH_FLAGS.get(str(error).split(" ", 1)[0])
+        raise CLIError(f"{flag}: {error}" if flag else str(error)) from None
+    if config.method == "greedy":
+        if config.num_return > 1:  # SearchConfig ignores num_return outside beam search
+            raise CLIError(f"--nbest {config.num_return} needs --beam N with "
+                           f"N >= {config.num_return} (--beam 1 is greedy search)")
+        search.pop("num_return", None)
     return search
 
 
@@ -348,6 +327,7 @@ def load_saved_model_translator(path, args):
 
     from kerasseq.export import METADATA_PATH, NBEST_SIGNATURE, SERVING_SIGNATURE
 
+    _search_kwargs(args)  # checked as for a .keras model, before comparing with the export
     metadata = _read_export_metadata(path)
     exported_beams = metadata.get("num_beams")
     if args.beam is not None and exported_beams is not None and args.beam != exported_beams:
@@ -439,7 +419,8 @@ def command_translate(args):
                            "export serves translations and scores only")
         translate = load_saved_model_translator(args.model_dir, args)
     else:
-        model, search = load_model(args.model_dir), _search_kwargs(args)
+        search = _search_kwargs(args)
+        model = load_model(args.model_dir)
         layer = _layer_or_head("alignment-layer", args.alignment_layer)
         head = _layer_or_head("alignment-head", args.alignment_head)
 
@@ -474,13 +455,13 @@ def command_translate(args):
 
 
 def command_evaluate(args):
+    search = _search_kwargs(args)
+    search.pop("num_return", None)
     model = load_model(args.model_dir)
     _, references = load_pairs(args.dataset, args.split, args.limit,
                                args.on_bad_line)
     sources = list(references)
     check_vocabulary_match(model, sources, args)
-    search = _search_kwargs(args)
-    search.pop("num_return", None)
     if args.dataset == "cmudict":
         rates = evaluate_g2p(model, sources, [references[w] for w in sources], verbose=1, **search)
     else:
@@ -526,6 +507,7 @@ def evaluate_translation(model, sources, references, batch_size=64, **search):
 
 
 def command_export(args):
+    from kerasseq.decoding.config import SearchConfig
     from kerasseq.export import check_export_path, export_translator
 
     # Before loading the model: only an earlier export (a SavedModel
@@ -537,20 +519,15 @@ def command_export(args):
         raise CLIError(str(error)) from None
     if os.path.lexists(args.export_dir) and not args.overwrite:
         raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
+    search = _search_kwargs(args, max_length=args.max_length,
+                            max_source_length=args.max_source_length)
     model = load_model(args.model_dir)
-    search = _search_kwargs(args)
-    method = search.get("method", "beam")
-    num_beams = args.beam if args.beam is not None else 4
     try:
-        path = export_translator(
-            model, args.export_dir, method=method, num_beams=num_beams if method == "beam" else None,
-            length_penalty=search.get("length_penalty"), max_length=args.max_length,
-            num_return=search.get("num_return"), max_source_length=args.max_source_length,
-            jit_compile=search["jit_compile"], overwrite=args.overwrite,
-        )
+        path = export_translator(model, args.export_dir, overwrite=args.overwrite, **search)
     except FileExistsError as error:
         raise CLIError(str(error)) from None
-    print(f"exported {path} (method={method}, num_beams={num_beams if method == 'beam' else 1}); signatures: "
+    config = SearchConfig(**search)
+    print(f"exported {path} (method={config.method}, num_beams={config.beams}); signatures: "
           "serving_default (text -> translation, score), "
           "translate_nbest (text -> translations, scores)")
 

@@ -10,7 +10,7 @@ from kerasseq.data.cmudict import (
     parse_cmudict_lines,
 )
 from kerasseq.data.dataset import make_dataset, make_source_dataset
-from kerasseq.data.datasets import load_pairs, spread_sample
+from kerasseq.data.datasets import learn_tokenizers, load_pairs, spread_sample
 from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tokenizer import (
     END_ID,
@@ -42,6 +42,7 @@ __all__ = [
     "TextTokenizer",
     "WordPieceTextTokenizer",
     "entries_to_pairs",
+    "learn_tokenizers",
     "load_cmudict",
     "load_bible_pairs",
     "load_cmudict_tokenizers",

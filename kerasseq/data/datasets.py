@@ -15,13 +15,17 @@ A dataset name is one of:
 - `"tfds:NAME"`: a supervised TensorFlow Datasets translation dataset
   (`kerasseq.data.tfds.load_tfds_pairs`); train/dev/test are its
   train/validation/test splits.
+
+`learn_tokenizers(dataset, pairs)` learns the source and target tokenizers
+that `kerasseq train --dataset NAME` (`--tokenizer`, `--vocabulary-size`)
+builds for those pairs.
 """
 
 import os
 
 from kerasseq._messages import first_line
 
-__all__ = ["load_pairs", "spread_sample"]
+__all__ = ["learn_tokenizers", "load_pairs", "spread_sample"]
 
 DATASET_NAMES = "'cmudict', 'tsv:PATH' or 'tfds:NAME'"
 
@@ -76,6 +80,58 @@ def load_pairs(dataset, split, limit=None, on_bad_line="error"):
         pairs = _load_tfds(dataset, split, limit)
         return pairs, _references(pairs)
     raise ValueError(f"dataset must be {DATASET_NAMES}. Received: {dataset!r}")
+
+
+def learn_tokenizers(dataset, pairs, tokenizer="default", vocabulary_size=None):
+    """`(source_tokenizer, target_tokenizer)` learned on the training `pairs`.
+
+    What `kerasseq train` builds for `--dataset`, `--tokenizer` and
+    `--vocabulary-size`.
+
+    Args:
+        dataset: str, the dataset name `pairs` come from (see the module
+            docstring): CMUdict gets tokenizers of its own.
+        pairs: list of `(source, target)` str pairs, the training split.
+        tokenizer: `"default"` (characters → phonemes for CMUdict,
+            lower-cased words otherwise) or `"wordpiece"`
+            (`kerasseq.data.WordPieceTextTokenizer` on both sides,
+            case-folded except CMUdict's phonemes).
+        vocabulary_size: optional int > 4, the most ids per side, the 4
+            reserved ones included (default: 8000 for WordPiece, no limit
+            otherwise).
+
+    Raises:
+        ValueError: a `tokenizer` or `vocabulary_size` out of range.
+
+    Example:
+
+    >>> source, target = learn_tokenizers("cmudict", [("cat", "K AE1 T")])
+    >>> source.split, target.split
+    ('character', 'whitespace')
+    """
+    from kerasseq.data.tokenizer import TextTokenizer
+    from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
+
+    if vocabulary_size is not None and vocabulary_size <= 4:
+        raise ValueError(f"vocabulary_size must be > 4 (it counts the 4 reserved ids). "
+                         f"Received: vocabulary_size={vocabulary_size}")
+    sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+    if tokenizer == "wordpiece":
+        size = {"max_tokens": vocabulary_size} if vocabulary_size else {}
+        return (WordPieceTextTokenizer.from_texts(sources, lowercase=True, name="source_tokenizer",
+                                                  **size),
+                WordPieceTextTokenizer.from_texts(targets, lowercase=dataset != "cmudict",
+                                                  name="target_tokenizer", **size))
+    if tokenizer != "default":
+        raise ValueError(f"tokenizer must be 'default' or 'wordpiece'. Received: {tokenizer!r}")
+    # G2P is case-insensitive: "Hello" and "HELLO" read as "hello" (the
+    # tokenizer lowercases inside the model, its exports included).
+    source_split, target_split = (("character", "whitespace") if dataset == "cmudict"
+                                  else ("word", "word"))
+    return (TextTokenizer.from_texts(sources, split=source_split, lowercase=True,
+                                     max_tokens=vocabulary_size, name="source_tokenizer"),
+            TextTokenizer.from_texts(targets, split=target_split, lowercase=dataset != "cmudict",
+                                     max_tokens=vocabulary_size, name="target_tokenizer"))
 
 
 def spread_sample(items, limit):

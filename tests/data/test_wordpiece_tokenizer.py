@@ -363,7 +363,7 @@ def test_cli_trains_and_translates_with_wordpiece(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("Ich habe Zeit.\t")
     assert main(["train", "--dataset", f"tsv:{data}", "--tokenizer", "wordpiece",
                  "--vocabulary-size", "4", "--output-dir", str(tmp_path / "bad")]) == 2
-    assert "--vocabulary-size must be > 4" in capsys.readouterr().err
+    assert "--vocabulary-size: vocabulary_size must be > 4" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------
