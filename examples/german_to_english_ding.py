@@ -73,22 +73,17 @@ from collections import Counter
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from _translation_common import MODELS, build_model, model_names, set_threads  # noqa: E402
 
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.freedict import DEFAULT_PATH, load_freedict_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
-from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
 from kerasseq.plotting import plot_learning_curves  # noqa: E402
 from kerasseq.training import (  # noqa: E402
     DevBleuEarlyStopping,
-    MaskedSparseCategoricalCrossentropy,
-    MaskedTokenAccuracy,
     TimeLimit,
-    TransformerSchedule,
 )
 
-MODELS = ("transformer", "rnn_attention", "rnn_none")
 LENGTH_BUCKETS = (0, 5, 10, 15, 20)  # source words
 POSITIONS = 128  # the Transformer's position table: longer test sources are cut
 
@@ -149,38 +144,11 @@ def data_limits(train_pairs, test_pairs):
     return limits
 
 
-def build_model(name, args, tokenizers):
-    """The model `name` (one of MODELS), compiled."""
-    source_tokenizer, target_tokenizer = tokenizers
-    if name == "transformer":
-        model = build_transformer_seq2seq(
-            num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
-            dropout=args.transformer_dropout, max_length=POSITIONS, norm_first=args.norm_first,
-            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
-        )
-        # transformer_optimizer's Adam (betas 0.9/0.98, epsilon 1e-9), with a scaled schedule
-        optimizer = keras.optimizers.Adam(
-            TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps, scale=args.lr_scale),
-            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
-    else:
-        model = build_rnn_seq2seq(
-            embedding_dim=args.embedding_dim, units=args.units,
-            attention="bahdanau" if name == "rnn_attention" else None,
-            dropout=args.dropout, max_target_length=args.max_pieces + 4,
-            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
-        )
-        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
-    model.compile(optimizer=optimizer,
-                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
-                  metrics=[MaskedTokenAccuracy()])
-    return model
-
-
 def train_and_score(name, args, data, tokenizers, dev_pairs, test_pairs):
     """Train one model, pick its epoch and length penalty on dev, score it on test."""
     keras.utils.set_random_seed(args.seed)  # the same initial weights and batches order
     train_data, dev_data = data
-    model = build_model(name, args, tokenizers)
+    model = build_model(name, args, tokenizers, POSITIONS, args.max_pieces + 4, args.norm_first)
     # generate at most max_pieces + 4 tokens; cut sources to the position table
     search = {"max_length": args.max_pieces + 4, "max_source_length": POSITIONS}
     if args.smoke:  # a few sentences: compiling every search with XLA would cost more than it saves
@@ -287,16 +255,8 @@ def make_parser():
 
 def main(argv=None):
     args = make_parser().parse_args(argv)
-    if args.threads:
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-            tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-        except RuntimeError as error:  # TensorFlow already running (e.g. inside the tests)
-            print(f"--threads ignored: {error}")
-    names = [name.strip() for name in args.models.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown:
-        raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
+    set_threads(args.threads)
+    names = model_names(args.models)
     try:  # the smoke run reads only the first 400 pairs
         pairs = load_freedict_pairs(args.dict_path, max_pairs=400 if args.smoke else None)
     except FileNotFoundError as error:

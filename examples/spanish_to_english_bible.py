@@ -46,20 +46,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from _translation_common import build_model, model_names, set_threads  # noqa: E402
 
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
-from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq  # noqa: E402
 from kerasseq.plotting import plot_learning_curves  # noqa: E402
 from kerasseq.training import (  # noqa: E402
     DevBleuEarlyStopping,
     KeepLastCheckpoints,
-    MaskedSparseCategoricalCrossentropy,
-    MaskedTokenAccuracy,
     TimeLimit,
-    TransformerSchedule,
     average_checkpoints,
     epoch_checkpoints,
 )
@@ -90,29 +86,6 @@ def search_settings(args):
     return settings
 
 
-def build_model(name, args, tokenizers):
-    """The model `name` (one of MODELS), compiled."""
-    source_tokenizer, target_tokenizer = tokenizers
-    if name == "transformer":
-        model = build_transformer_seq2seq(
-            num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
-            dropout=args.transformer_dropout, max_length=POSITIONS, norm_first=True,
-            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name)
-        optimizer = keras.optimizers.Adam(
-            TransformerSchedule(args.d_model, warmup_steps=args.warmup_steps, scale=args.lr_scale),
-            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=1.0)
-    else:
-        model = build_rnn_seq2seq(
-            embedding_dim=args.embedding_dim, units=args.units, attention="bahdanau",
-            dropout=args.dropout, max_target_length=args.max_output_pieces,
-            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name)
-        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=1.0)
-    model.compile(optimizer=optimizer,
-                  loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
-                  metrics=[MaskedTokenAccuracy()])
-    return model
-
-
 def train(name, args, data, tokenizers, dev_pairs):
     """Train one model; write NAME/model.keras, NAME/checkpoints/, NAME/history.json."""
     keras.utils.set_random_seed(args.seed)
@@ -121,7 +94,7 @@ def train(name, args, data, tokenizers, dev_pairs):
     if epoch_checkpoints(os.path.join(directory, "checkpoints")):
         raise SystemExit(f"{directory}/checkpoints already holds epoch checkpoints of an earlier "
                          "run (they would join the average): choose another --output-dir")
-    model = build_model(name, args, tokenizers)
+    model = build_model(name, args, tokenizers, POSITIONS, args.max_output_pieces, norm_first=True)
     dev_bleu = DevBleuEarlyStopping([pair.source for pair in dev_pairs],
                                     [pair.target for pair in dev_pairs],
                                     patience=args.patience, **search_settings(args))
@@ -278,16 +251,8 @@ def load_data(args):
 
 def main(argv=None):
     args = make_parser().parse_args(argv)
-    if args.threads:
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-            tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-        except RuntimeError as error:  # TensorFlow already running (e.g. inside the tests)
-            print(f"--threads ignored: {error}")
-    names = [name.strip() for name in args.models.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(MODELS))
-    if unknown:
-        raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
+    set_threads(args.threads)
+    names = model_names(args.models, MODELS)
     if args.smoke:
         args.source_vocabulary_size = args.target_vocabulary_size = 400
         args.epochs, args.embedding_dim, args.units = 1, 16, 32

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import sys
 
 import pytest
 
@@ -16,7 +17,10 @@ EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 
 def load_example(name):
-    """Import examples/<name>.py as a module (examples/ is not a package)."""
+    """Import examples/<name>.py as a module (examples/ is not a package; as
+    when a script runs, its folder is on the path, for examples/_*.py)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

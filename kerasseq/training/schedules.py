@@ -38,7 +38,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
-def transformer_optimizer(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs):
+def transformer_optimizer(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, epsilon=1e-9,
+                          scale=1.0, **kwargs):
     """Adam with the warm-up schedule and the betas of "Attention Is All You Need".
 
     Vaswani et al. (2017), section 5.3: Adam with β1 = 0.9, β2 = 0.98,
@@ -53,6 +54,8 @@ def transformer_optimizer(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, e
         d_model: int, model width (the schedule's scale).
         warmup_steps: int, steps of linear warm-up.
         beta_1, beta_2, epsilon: Adam's moment decays and stability term.
+        scale: float, the schedule's extra factor (`TransformerSchedule`;
+            1.0 = the paper).
         **kwargs: other `keras.optimizers.Adam` arguments, e.g. `clipnorm`.
 
     Returns:
@@ -64,5 +67,5 @@ def transformer_optimizer(d_model, warmup_steps=4000, beta_1=0.9, beta_2=0.98, e
     >>> optimizer.beta_2
     0.98
     """
-    schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps)
+    schedule = TransformerSchedule(d_model, warmup_steps=warmup_steps, scale=scale)
     return keras.optimizers.Adam(schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, **kwargs)
