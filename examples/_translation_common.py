@@ -68,3 +68,25 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
                   loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
                   metrics=[MaskedTokenAccuracy()])
     return model
+
+
+def print_report(results, output_dir, heading, num_beams, digits, score_title="dev BLEU (greedy)"):
+    """Plot the learning curves of `results["models"]` (learning_curves.png in
+    `output_dir`) and print one test line per model under `heading`."""
+    import os
+
+    from kerasseq.plotting import plot_learning_curves
+
+    models = results["models"]
+    plot_learning_curves({name: scores["history"] for name, scores in models.items()},
+                         score_title=score_title, loss_ylabel="loss (label-smoothed)",
+                         path=os.path.join(output_dir, "learning_curves.png"))
+    print(heading)
+    for name, scores in models.items():
+        averaged = f", averaged: {scores['averaged']}" if "averaged" in scores else ""
+        print(f"  {name:>13}: BLEU greedy {scores['test_bleu_greedy']:.{digits}f}  "
+              f"beam({num_beams}, lp {scores['length_penalty']}) "
+              f"{scores['test_bleu_beam']:.{digits}f}  chrF {scores['test_chrf_beam']:.1f}  "
+              f"({scores['parameters']:,} parameters, best epoch {scores['best_epoch']} of "
+              f"{len(scores['history']['loss'])}, {scores['train_seconds'] / 60:.1f} min"
+              f"{averaged})")

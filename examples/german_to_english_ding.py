@@ -73,12 +73,17 @@ from collections import Counter
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-from _translation_common import MODELS, build_model, model_names, set_threads  # noqa: E402
+from _translation_common import (  # noqa: E402
+    MODELS,
+    build_model,
+    model_names,
+    print_report,
+    set_threads,
+)
 
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.freedict import DEFAULT_PATH, load_freedict_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
-from kerasseq.plotting import plot_learning_curves  # noqa: E402
 from kerasseq.training import (  # noqa: E402
     DevBleuEarlyStopping,
     TimeLimit,
@@ -303,17 +308,8 @@ def main(argv=None):
         with open(os.path.join(args.output_dir, "results.json"), "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2, ensure_ascii=False)
         return results
-    plot_learning_curves({name: scores["history"] for name, scores in results["models"].items()},
-                         loss_ylabel="loss (label-smoothed)",
-                         path=os.path.join(args.output_dir, "learning_curves.png"))
-
-    print(f"test split ({len(test_pairs)} pairs), case-insensitive sacreBLEU / chrF:")
-    for name, scores in results["models"].items():
-        print(f"  {name:>13}: BLEU greedy {scores['test_bleu_greedy']:.1f}  "
-              f"beam({args.num_beams}, lp {scores['length_penalty']}) "
-              f"{scores['test_bleu_beam']:.1f}  chrF {scores['test_chrf_beam']:.1f}  "
-              f"({scores['parameters']:,} parameters, epoch {scores['best_epoch']} of "
-              f"{scores['epochs_run']}, {scores['train_seconds'] / 60:.1f} min)")
+    print_report(results, args.output_dir, f"test split ({len(test_pairs)} pairs), case-insensitive "
+                 "sacreBLEU / chrF:", args.num_beams, digits=1)
     print("test BLEU (beam) by source length in words:")
     print("  " + "".join(f"{row['bucket']:>10}" for row in
                          next(iter(results["models"].values()))["test_bleu_by_length_beam"]))

@@ -46,12 +46,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from _translation_common import build_model, model_names, set_threads  # noqa: E402
+from _translation_common import build_model, model_names, print_report, set_threads  # noqa: E402
 
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
-from kerasseq.plotting import plot_learning_curves  # noqa: E402
 from kerasseq.training import (  # noqa: E402
     DevBleuEarlyStopping,
     KeepLastCheckpoints,
@@ -291,18 +290,9 @@ def main(argv=None):
         results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
         with open(results_path, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2, ensure_ascii=False)
-    plot_learning_curves({name: scores["history"] for name, scores in results["models"].items()},
-                         score_title="dev BLEU (greedy, dev verses)",
-                         loss_ylabel="loss (label-smoothed)",
-                         path=os.path.join(args.output_dir, "learning_curves.png"))
-    print(f"test split ({len(splits['test'])} verses), sacreBLEU (cased, 13a) / chrF:")
-    for name, scores in results["models"].items():
-        print(f"  {name:>13}: BLEU greedy {scores['test_bleu_greedy']:.2f}  "
-              f"beam({args.num_beams}, lp {scores['length_penalty']}) "
-              f"{scores['test_bleu_beam']:.2f}  chrF {scores['test_chrf_beam']:.1f}  "
-              f"({scores['parameters']:,} parameters, best epoch {scores['best_epoch']} of "
-              f"{len(scores['history']['loss'])}, {scores['train_seconds'] / 60:.1f} min, "
-              f"averaged: {scores['averaged']})")
+    print_report(results, args.output_dir, f"test split ({len(splits['test'])} verses), "
+                 "sacreBLEU (cased, 13a) / chrF:", args.num_beams, digits=2,
+                 score_title="dev BLEU (greedy, dev verses)")
     return results
 
 

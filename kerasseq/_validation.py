@@ -5,7 +5,8 @@ Each error names the argument, what was received and what was expected:
 imports nothing from kerasseq, so layers, data, models, decoding and the
 training code can all use it. (The command line's parser, `kerasseq.cli`,
 parses text arguments with the standard library only, so that `--help` needs
-no TensorFlow; its argparse types are the one other place that checks numbers.)
+no TensorFlow; its argparse types check the training options, while search
+settings go to `SearchConfig`.)
 """
 
 import numbers

@@ -37,9 +37,8 @@ attention is scored against gold links (`alignment_scores`).
 import numpy as np
 import tensorflow as tf
 
-PAD_ID, START_ID, END_ID = 0, 2, 3
-SUFFIX_INDICATOR = "##"
-
+from kerasseq.data.tokenizer import PAD_ID, START_ID
+from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 
 # --------------------------------------------------------------------------
 # Pieces -> words.
