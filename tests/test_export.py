@@ -14,13 +14,11 @@ import signal
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from kerasseq import decoding
-from kerasseq.data import make_dataset
 from kerasseq.export import (
     NBEST_SIGNATURE,
     SERVING_SIGNATURE,
@@ -30,9 +28,8 @@ from kerasseq.export import (
     write_atomically,
 )
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
-from kerasseq.training import MaskedSparseCategoricalCrossentropy
 from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
-from tests.models.g2p_fixture import tiny_g2p
+from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_BEAMS = 3
@@ -115,15 +112,10 @@ def serve_in_fresh_process(requests, cwd):
 
 @pytest.fixture(scope="module")
 def g2p_model():
-    keras.utils.set_random_seed(11)
-    entries, pairs, source, target = tiny_g2p()
-    model = build_rnn_seq2seq(
-        embedding_dim=16, units=32, attention="bahdanau", max_target_length=10,
-        source_tokenizer=source, target_tokenizer=target,
-    )
-    model.compile(optimizer=keras.optimizers.Adam(1e-2, clipnorm=1.0),
-                  loss=MaskedSparseCategoricalCrossentropy())
-    model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=12, verbose=0)
+    model, entries = train_on_tiny_g2p(
+        tiny_g2p_model(build_rnn_seq2seq, 11, embedding_dim=16, units=32, attention="bahdanau",
+                       max_target_length=10),
+        epochs=12, clipnorm=1.0)
     words = [word for word, _ in entries[:6]]
     return model, words
 
@@ -139,13 +131,8 @@ def rnn_export(g2p_model, tmp_path_factory):
 @pytest.fixture(scope="module")
 def transformer_export(g2p_model, tmp_path_factory):
     """An untrained tiny Transformer and its export."""
-    keras.utils.set_random_seed(5)
-    _, words = g2p_model
-    _, _, source, target = tiny_g2p()
-    model = build_transformer_seq2seq(
-        num_layers=1, d_model=16, num_heads=2, dff=32, dropout=0.0, max_length=12,
-        source_tokenizer=source, target_tokenizer=target,
-    )
+    model = tiny_g2p_model(build_transformer_seq2seq, 5, num_layers=1, d_model=16, num_heads=2,
+                           dff=32, dropout=0.0, max_length=12)
     path = tmp_path_factory.mktemp("transformer") / "export"
     export_translator(model, path, num_beams=NUM_BEAMS)
     return model, path

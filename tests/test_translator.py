@@ -3,7 +3,6 @@
 import ast
 import pathlib
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,7 +13,7 @@ from kerasseq.decoding import Seq2SeqDecodable
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from kerasseq.translator import get_translator, resolve_jit_compile
 from tests.decoding.toy_models import sheep_ship_model
-from tests.models.g2p_fixture import tiny_g2p, trained_tiny_g2p_rnn
+from tests.models.g2p_fixture import tiny_g2p_model, trained_tiny_g2p_rnn
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -177,12 +176,9 @@ def test_max_length_tied_to_the_source(g2p):
 
 
 def test_transformer_cache_sized_to_the_search():
-    keras.utils.set_random_seed(1)
-    _, _, source, target = tiny_g2p()
-    model = build_transformer_seq2seq(num_layers=2, d_model=16, num_heads=2, dff=32,
-                                      max_length=40, source_tokenizer=source,
-                                      target_tokenizer=target)
-    ids = source.encode(["adopt", "ado"]).to_tensor()
+    model = tiny_g2p_model(build_transformer_seq2seq, 1, num_layers=2, d_model=16, num_heads=2,
+                           dff=32, max_length=40)
+    ids = model.source_tokenizer.encode(["adopt", "ado"]).to_tensor()
     state = model.encode(ids, max_length=6)
     assert state["layer_0_self_key"].shape[1] == 6
     assert model.encode(ids)["layer_0_self_key"].shape[1] == 40
@@ -218,16 +214,14 @@ def test_buckets_are_not_reported_as_retracing(g2p):
 
 
 def test_transformer_through_the_translator():
-    keras.utils.set_random_seed(0)
-    _, _, source, target = tiny_g2p()
-    model = build_transformer_seq2seq(num_layers=1, d_model=16, num_heads=2, dff=32,
-                                      max_length=12, source_tokenizer=source,
-                                      target_tokenizer=target)
+    model = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
+                           dff=32, max_length=12)
     words = ["adopt", "adore", "ado"]
-    ids, scores, lengths = model.generate(source.encode(words), method="beam", max_length=6)
+    ids, scores, lengths = model.generate(model.source_tokenizer.encode(words), method="beam",
+                                          max_length=6)
     assert ids.shape == (3, 1, 6) and scores.shape == (3, 1) and lengths.shape == (3, 1)
     texts = model.translate(words, max_length=6)
-    assert texts == target.decode_to_strings(ids[:, 0])
+    assert texts == model.target_tokenizer.decode_to_strings(ids[:, 0])
     with pytest.raises(ValueError, match="max_length=12 target positions"):
         model.translate(words, max_length=13)
 

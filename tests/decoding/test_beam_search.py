@@ -1,6 +1,7 @@
 """Beam search against brute-force enumeration, a plain-Python reference search
 and hand-computed toys."""
 
+import functools
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from tests.decoding.toy_models import (
     START_ID,
     MarkovTableModel,
     PrefixTableModel,
+    assert_xla_matches_graph_mode,
     brute_force,
     early_end_model,
     reference_beam_search,
@@ -283,12 +285,8 @@ def test_invalid_arguments_are_named(kwargs, message):
 
 def test_xla_matches_graph_mode():
     model = PrefixTableModel(batch_size=2, vocab_size=5, seed=21, end_bias=0.3)
-    settings = dict(num_beams=3, max_length=5, length_penalty=0.6, num_return=2)
-    plain = run_beam(model, **settings)
-    compiled = run_beam(model, jit_compile=True, **settings)
-    np.testing.assert_array_equal(plain[0], compiled[0])
-    np.testing.assert_array_equal(plain[2], compiled[2])
-    np.testing.assert_allclose(plain[1], compiled[1], rtol=1e-5)
+    assert_xla_matches_graph_mode(functools.partial(run_beam, model), num_beams=3, max_length=5,
+                                  length_penalty=0.6, num_return=2)
 
 
 def test_the_callers_function_is_traced_once_per_shape():

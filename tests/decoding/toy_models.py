@@ -5,6 +5,8 @@ table per batch row), so the best sequence depends on the whole prefix. Its
 state mixes int, float, rank-1 and rank-3 tensors; the float running sum and
 the rank-3 memory both change the logits, so a decoder that tiles or reorders
 the state wrongly gets different probabilities than the NumPy reference.
+
+`assert_xla_matches_graph_mode` is the XLA check every decoder's tests run.
 """
 
 import numpy as np
@@ -163,6 +165,17 @@ def unpad(token_ids, length):
     token_ids = np.asarray(token_ids)
     assert not token_ids[length:].any(), f"non-zero padding in {token_ids}"
     return tuple(int(token) for token in token_ids[:length])
+
+
+def assert_xla_matches_graph_mode(decode, **kwargs):
+    """`decode(jit_compile=True, **kwargs)` returns the tokens and lengths of
+    `decode(**kwargs)`, and its scores to float32 precision (outputs ordered
+    `token_ids, scores, lengths, ...`)."""
+    plain = decode(**kwargs)
+    compiled = decode(jit_compile=True, **kwargs)
+    np.testing.assert_array_equal(plain[0], compiled[0])
+    np.testing.assert_array_equal(plain[2], compiled[2])
+    np.testing.assert_allclose(plain[1], compiled[1], rtol=1e-5)
 
 
 class MarkovTableModel:

@@ -10,20 +10,7 @@ from kerasseq.layers.causal_self_attention import (
     CausalSelfAttention,
     causal_attention_mask,
 )
-from tests.helpers import check_layer
-
-
-def _layer_norm(x, layer_norm, epsilon=1e-5):
-    gamma, beta = (keras.ops.convert_to_numpy(w) for w in layer_norm.weights)
-    mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
-
-
-def _inputs(rng, length=6):
-    x = rng.normal(size=(2, length, 8)).astype("float32")
-    padding_mask = np.ones((2, length), bool)
-    padding_mask[0, length - 2 :] = False
-    return x, padding_mask
+from tests.layers.references import check_padded_layer, layer_norm, padded_inputs
 
 
 def test_causal_attention_mask():
@@ -36,7 +23,7 @@ def test_causal_attention_mask():
 
 
 def test_matches_keras_causal_attention_with_add_and_norm():
-    x, padding_mask = _inputs(np.random.default_rng(0))
+    x, padding_mask = padded_inputs(np.random.default_rng(0))
     layer = CausalSelfAttention(d_model=8, num_heads=2)
     outputs = layer(x, decoder_padding_mask=padding_mask)
     reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
@@ -45,13 +32,13 @@ def test_matches_keras_causal_attention_with_add_and_norm():
     attended = reference(
         x, x, attention_mask=padding_mask[:, None, :], use_causal_mask=True
     )
-    expected = _layer_norm(x + keras.ops.convert_to_numpy(attended), layer.layer_norm)
+    expected = layer_norm(x + keras.ops.convert_to_numpy(attended), layer.layer_norm)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("return_attention_scores", [False, True])
 def test_changing_future_tokens_changes_no_earlier_output(return_attention_scores):
-    x, padding_mask = _inputs(np.random.default_rng(1))
+    x, padding_mask = padded_inputs(np.random.default_rng(1))
     changed = x.copy()
     changed[:, 3:] += 5.0
     layer = CausalSelfAttention(d_model=8, num_heads=2)
@@ -86,7 +73,7 @@ def test_causal_with_dropout_in_training_mode(return_attention_scores):
 
 
 def test_call_step_matches_full_call():
-    x, _ = _inputs(np.random.default_rng(3))
+    x, _ = padded_inputs(np.random.default_rng(3))
     layer = CausalSelfAttention(d_model=8, num_heads=2)
     full = keras.ops.convert_to_numpy(layer(x))
     cache = layer.build_cache(batch_size=2, max_length=9)
@@ -98,9 +85,4 @@ def test_call_step_matches_full_call():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_check_layer(norm_first):
-    x, padding_mask = _inputs(np.random.default_rng(4))
-    check_layer(
-        CausalSelfAttention,
-        {"d_model": 8, "num_heads": 2, "dropout": 0.1, "norm_first": norm_first},
-        [x, padding_mask],
-    )
+    check_padded_layer(CausalSelfAttention, 4, dropout=0.1, norm_first=norm_first)

@@ -7,12 +7,7 @@ import pytest
 from kerasseq.layers.cross_attention import CrossAttention
 from kerasseq.layers.positional_embedding import PositionalEmbedding
 from tests.helpers import check_layer
-
-
-def _layer_norm(x, layer_norm, epsilon=1e-5):
-    gamma, beta = (keras.ops.convert_to_numpy(w) for w in layer_norm.weights)
-    mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
+from tests.layers.references import layer_norm
 
 
 def _inputs(rng):
@@ -37,7 +32,7 @@ def test_matches_keras_attention_with_add_and_norm():
         attention_mask=context_mask[:, None, :],
         return_attention_scores=True,
     )
-    expected = _layer_norm(x + keras.ops.convert_to_numpy(attended), layer.layer_norm)
+    expected = layer_norm(x + keras.ops.convert_to_numpy(attended), layer.layer_norm)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
     np.testing.assert_allclose(scores, ref_scores, atol=1e-5)
 

@@ -8,25 +8,12 @@ from kerasseq.layers.causal_self_attention import CausalSelfAttention
 from kerasseq.layers.cross_attention import CrossAttention
 from kerasseq.layers.global_self_attention import GlobalSelfAttention
 from kerasseq.layers.positional_embedding import PositionalEmbedding
-from tests.helpers import check_layer
-
-
-def _layer_norm(x, layer_norm, epsilon):
-    gamma, beta = (keras.ops.convert_to_numpy(w) for w in layer_norm.weights)
-    mean = x.mean(-1, keepdims=True)
-    variance = x.var(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
-
-
-def _inputs(rng):
-    x = rng.normal(size=(2, 6, 8)).astype("float32")
-    padding_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
-    return x, padding_mask
+from tests.layers.references import check_padded_layer, layer_norm, padded_inputs
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_matches_keras_attention_with_add_and_norm(norm_first):
-    x, padding_mask = _inputs(np.random.default_rng(0))
+    x, padding_mask = padded_inputs(np.random.default_rng(0))
     layer = GlobalSelfAttention(d_model=8, num_heads=2, norm_first=norm_first)
     outputs = layer(x, encoder_padding_mask=padding_mask)
     reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
@@ -34,7 +21,7 @@ def test_matches_keras_attention_with_add_and_norm(norm_first):
     reference.set_weights(layer.attention.get_weights())
     attention_mask = padding_mask[:, None, :]
     if norm_first:
-        normed = _layer_norm(x, layer.layer_norm, 1e-5).astype("float32")
+        normed = layer_norm(x, layer.layer_norm).astype("float32")
         expected = x + keras.ops.convert_to_numpy(
             reference(normed, normed, attention_mask=attention_mask)
         )
@@ -42,12 +29,12 @@ def test_matches_keras_attention_with_add_and_norm(norm_first):
         attended = keras.ops.convert_to_numpy(
             reference(x, x, attention_mask=attention_mask)
         )
-        expected = _layer_norm(x + attended, layer.layer_norm, 1e-5)
+        expected = layer_norm(x + attended, layer.layer_norm)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
 
 
 def test_extra_padding_changes_nothing_and_keras_mask_is_used():
-    x, padding_mask = _inputs(np.random.default_rng(1))
+    x, padding_mask = padded_inputs(np.random.default_rng(1))
     layer = GlobalSelfAttention(d_model=8, num_heads=2)
     short = layer(x[:1, :4])
     padded = layer(x[:1], encoder_padding_mask=padding_mask[:1])
@@ -63,7 +50,7 @@ def test_extra_padding_changes_nothing_and_keras_mask_is_used():
 
 
 def test_attention_scores_hide_padding():
-    x, padding_mask = _inputs(np.random.default_rng(2))
+    x, padding_mask = padded_inputs(np.random.default_rng(2))
     layer = GlobalSelfAttention(d_model=8, num_heads=2)
     _, scores = layer(x, encoder_padding_mask=padding_mask, return_attention_scores=True)
     scores = keras.ops.convert_to_numpy(scores)
@@ -74,12 +61,7 @@ def test_attention_scores_hide_padding():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_check_layer(norm_first):
-    x, padding_mask = _inputs(np.random.default_rng(3))
-    check_layer(
-        GlobalSelfAttention,
-        {"d_model": 8, "num_heads": 2, "dropout": 0.1, "norm_first": norm_first},
-        [x, padding_mask],
-    )
+    check_padded_layer(GlobalSelfAttention, 3, dropout=0.1, norm_first=norm_first)
 
 
 def test_errors_name_the_argument():
@@ -87,7 +69,6 @@ def test_errors_name_the_argument():
         GlobalSelfAttention(d_model=10, num_heads=3)
     with pytest.raises(ValueError, match="d_model=8"):
         GlobalSelfAttention(d_model=8, num_heads=2)(np.zeros((1, 3, 6), "float32"))
-
 
 
 @pytest.mark.parametrize(
@@ -102,6 +83,6 @@ def test_config_with_removed_skip_padding_still_loads(layer_class):
     assert isinstance(layer, layer_class)
     assert not hasattr(layer, "skip_padding")
     assert "skip_padding" not in layer.get_config()
-    x, padding_mask = _inputs(np.random.default_rng(4))
+    x, padding_mask = padded_inputs(np.random.default_rng(4))
     inputs = (x, x) if layer_class is CrossAttention else (x,)
     assert tuple(layer(*inputs).shape) == x.shape

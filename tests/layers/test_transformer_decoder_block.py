@@ -10,6 +10,7 @@ import tensorflow as tf
 from kerasseq.layers.positional_embedding import PositionalEmbedding
 from kerasseq.layers.transformer_decoder_block import TransformerDecoderBlock
 from tests.helpers import check_layer
+from tests.layers.references import copy_into_keras_hub, randomize_layer_norms
 
 D_MODEL, NUM_HEADS, DFF = 8, 2, 16
 
@@ -30,38 +31,12 @@ def _block(**kwargs):
     )
 
 
-def copy_into_keras_hub(block, reference):
-    """Copies a TransformerDecoderBlock's weights into a built keras_hub decoder."""
-    pairs = [
-        (block.causal_self_attention.attention, reference._self_attention_layer),
-        (block.causal_self_attention.layer_norm, reference._self_attention_layer_norm),
-        (block.cross_attention.attention, reference._cross_attention_layer),
-        (block.cross_attention.layer_norm, reference._cross_attention_layer_norm),
-        (
-            block.feed_forward.intermediate_dense,
-            reference._feedforward_intermediate_dense,
-        ),
-        (block.feed_forward.output_dense, reference._feedforward_output_dense),
-        (block.feed_forward.layer_norm, reference._feedforward_layer_norm),
-    ]
-    for ours, theirs in pairs:
-        theirs.set_weights(ours.get_weights())
-
-
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_matches_keras_hub_transformer_decoder(norm_first):
     x, context, target_mask, source_mask = _inputs(np.random.default_rng(0))
     block = _block(norm_first=norm_first, layer_norm_epsilon=1e-6)
     block(x, context)
-    rng = np.random.default_rng(1)
-    for sublayer in (
-        block.causal_self_attention,
-        block.cross_attention,
-        block.feed_forward,
-    ):
-        sublayer.layer_norm.set_weights(
-            [rng.uniform(0.5, 1.5, 8), rng.normal(0, 0.1, 8)]
-        )
+    randomize_layer_norms(block, np.random.default_rng(1))
     outputs = block(x, context, target_mask, source_mask)
 
     reference = keras_hub.layers.TransformerDecoder(
@@ -258,15 +233,7 @@ def test_decoder_only_matches_keras_hub_without_encoder():
         intermediate_dim=DFF, num_heads=NUM_HEADS, layer_norm_epsilon=1e-6
     )
     reference(x)
-    pairs = [
-        (block.causal_self_attention.attention, reference._self_attention_layer),
-        (block.causal_self_attention.layer_norm, reference._self_attention_layer_norm),
-        (block.feed_forward.intermediate_dense, reference._feedforward_intermediate_dense),
-        (block.feed_forward.output_dense, reference._feedforward_output_dense),
-        (block.feed_forward.layer_norm, reference._feedforward_layer_norm),
-    ]
-    for ours, theirs in pairs:
-        theirs.set_weights(ours.get_weights())
+    copy_into_keras_hub(block, reference)
     expected = reference(x, decoder_padding_mask=target_mask)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
 

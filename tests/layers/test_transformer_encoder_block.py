@@ -7,42 +7,22 @@ import pytest
 
 from kerasseq.layers.positional_embedding import PositionalEmbedding
 from kerasseq.layers.transformer_encoder_block import TransformerEncoderBlock
-from tests.helpers import check_layer
-
-
-def _inputs(rng):
-    x = rng.normal(size=(2, 6, 8)).astype("float32")
-    padding_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
-    return x, padding_mask
-
-
-def copy_into_keras_hub(block, reference):
-    """Copies a TransformerEncoderBlock's weights into a built keras_hub encoder."""
-    pairs = [
-        (block.self_attention.attention, reference._self_attention_layer),
-        (block.self_attention.layer_norm, reference._self_attention_layer_norm),
-        (
-            block.feed_forward.intermediate_dense,
-            reference._feedforward_intermediate_dense,
-        ),
-        (block.feed_forward.output_dense, reference._feedforward_output_dense),
-        (block.feed_forward.layer_norm, reference._feedforward_layer_norm),
-    ]
-    for ours, theirs in pairs:
-        theirs.set_weights(ours.get_weights())
+from tests.layers.references import (
+    check_padded_layer,
+    copy_into_keras_hub,
+    padded_inputs,
+    randomize_layer_norms,
+)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_matches_keras_hub_transformer_encoder(norm_first):
-    x, padding_mask = _inputs(np.random.default_rng(0))
+    x, padding_mask = padded_inputs(np.random.default_rng(0))
     block = TransformerEncoderBlock(
         d_model=8, num_heads=2, dff=16, norm_first=norm_first, layer_norm_epsilon=1e-6
     )
-    outputs = block(x, encoder_padding_mask=padding_mask)
-    # Non-trivial LayerNorm parameters, so a swapped norm would be caught.
-    rng = np.random.default_rng(1)
-    for norm in (block.self_attention.layer_norm, block.feed_forward.layer_norm):
-        norm.set_weights([rng.uniform(0.5, 1.5, 8), rng.normal(0, 0.1, 8)])
+    block(x, encoder_padding_mask=padding_mask)
+    randomize_layer_norms(block, np.random.default_rng(1))
     outputs = block(x, encoder_padding_mask=padding_mask)
 
     reference = keras_hub.layers.TransformerEncoder(
@@ -58,7 +38,7 @@ def test_matches_keras_hub_transformer_encoder(norm_first):
 
 
 def test_extra_padding_changes_nothing_and_mask_is_propagated():
-    x, padding_mask = _inputs(np.random.default_rng(2))
+    x, padding_mask = padded_inputs(np.random.default_rng(2))
     block = TransformerEncoderBlock(d_model=8, num_heads=2, dff=16)
     short = block(x[:1, :4])
     padded = block(x[:1], encoder_padding_mask=padding_mask[:1])
@@ -75,18 +55,7 @@ def test_extra_padding_changes_nothing_and_mask_is_propagated():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_check_layer(norm_first):
-    x, padding_mask = _inputs(np.random.default_rng(3))
-    check_layer(
-        TransformerEncoderBlock,
-        {
-            "d_model": 8,
-            "num_heads": 2,
-            "dff": 16,
-            "dropout": 0.1,
-            "norm_first": norm_first,
-        },
-        [x, padding_mask],
-    )
+    check_padded_layer(TransformerEncoderBlock, 3, dff=16, dropout=0.1, norm_first=norm_first)
 
 
 def test_errors_name_the_argument():

@@ -6,12 +6,16 @@ import pytest
 import tensorflow as tf
 
 import kerasseq
-from kerasseq.data import TextTokenizer, make_dataset
+from kerasseq.data import TextTokenizer
 from kerasseq.export import export_translator
 from kerasseq.models import Ensemble, build_rnn_seq2seq, build_transformer_seq2seq
-from kerasseq.training import MaskedSparseCategoricalCrossentropy
 from kerasseq.translator import Translator
-from tests.models.g2p_fixture import tiny_g2p, trained_tiny_g2p_rnn
+from tests.models.g2p_fixture import (
+    tiny_g2p,
+    tiny_g2p_model,
+    train_on_tiny_g2p,
+    trained_tiny_g2p_rnn,
+)
 
 
 def _log_softmax(logits):
@@ -23,15 +27,11 @@ def _log_softmax(logits):
 @pytest.fixture(scope="module")
 def members():
     """Two different tiny trained models on one vocabulary: an RNN and a Transformer."""
-    rnn, words, pairs = trained_tiny_g2p_rnn(seed=7, epochs=8)
-    _, _, source, target = tiny_g2p()
-    keras.utils.set_random_seed(8)
-    transformer = build_transformer_seq2seq(num_layers=1, d_model=16, num_heads=2, dff=32,
-                                            dropout=0.0, max_length=12, source_tokenizer=source,
-                                            target_tokenizer=target)
-    transformer.compile(optimizer=keras.optimizers.Adam(1e-2),
-                        loss=MaskedSparseCategoricalCrossentropy())
-    transformer.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=8, verbose=0)
+    rnn, words, _ = trained_tiny_g2p_rnn(seed=7, epochs=8)
+    transformer, _ = train_on_tiny_g2p(
+        tiny_g2p_model(build_transformer_seq2seq, 8, num_layers=1, d_model=16, num_heads=2,
+                       dff=32, dropout=0.0, max_length=12),
+        epochs=8)
     return rnn, transformer, words
 
 

@@ -1,18 +1,13 @@
-import os
-
 import keras
 import numpy as np
 import pytest
 
-from kerasseq.data import make_dataset
-from kerasseq.evaluation import word_error_rate
 from kerasseq.models import RNNSeq2Seq, build_rnn_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
-from tests.models.g2p_fixture import tiny_g2p
+from tests.models import seq2seq_checks
+from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
 from tests.models.rescoring import assert_beam_scores_equal_teacher_forcing
-
-SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
-TARGET_IN = np.array([[2, 5, 7, 4, 9], [2, 6, 0, 0, 0], [2, 8, 8, 8, 8]], "int32")
+from tests.models.seq2seq_checks import SOURCE, TARGET_IN, TARGET_OUT
 
 
 def small_model(attention="bahdanau", **kwargs):
@@ -20,20 +15,12 @@ def small_model(attention="bahdanau", **kwargs):
     return build_rnn_seq2seq(12, 11, embedding_dim=6, units=8, attention=attention, **kwargs)
 
 
-def step_by_step_logits(model, source, target_in):
-    state = model.encode(source)
-    outputs = []
-    for t in range(target_in.shape[1]):
-        logits, state = model.decode_step(target_in[:, t], state, t)
-        outputs.append(np.asarray(logits))
-    return np.stack(outputs, axis=1)  # (batch_size, target_length, vocab_size)
-
-
 @pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
 def test_decode_step_equals_teacher_forced_call(attention):
     model = small_model(attention, num_encoder_layers=2)
     full = np.asarray(model([SOURCE, TARGET_IN]))
-    np.testing.assert_allclose(step_by_step_logits(model, SOURCE, TARGET_IN), full, atol=1e-6)
+    steps = seq2seq_checks.step_by_step_logits(model, SOURCE, TARGET_IN)
+    np.testing.assert_allclose(steps, full, atol=1e-6)
 
 
 @pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
@@ -41,7 +28,6 @@ def test_mixed_float16_logits_are_float32_and_training_works(attention):
     # Under the global mixed_float16 policy the layers compute in float16 but
     # the output projection in float32, as in the Transformer (its test checks
     # the same); generate under mixed precision is checked in test_base.py.
-    target_out = np.array([[5, 7, 4, 9, 3], [6, 3, 0, 0, 0], [8, 8, 8, 8, 3]], "int32")
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
@@ -49,9 +35,9 @@ def test_mixed_float16_logits_are_float32_and_training_works(attention):
         assert model.decoder.cell.compute_dtype == "float16"
         assert model.decoder.output_dense.compute_dtype == "float32"
         logits = model([SOURCE, TARGET_IN])
-        step_logits = step_by_step_logits(model, SOURCE, TARGET_IN)
+        step_logits = seq2seq_checks.step_by_step_logits(model, SOURCE, TARGET_IN)
         model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
-        history = model.fit([SOURCE, TARGET_IN], target_out, epochs=1, verbose=0)
+        history = model.fit([SOURCE, TARGET_IN], TARGET_OUT, epochs=1, verbose=0)
     finally:
         keras.mixed_precision.set_global_policy(previous)
     assert logits.dtype == "float32" and np.all(np.isfinite(np.asarray(logits)))
@@ -71,12 +57,7 @@ def test_state_contract_shapes():
 
 @pytest.mark.parametrize("attention", [None, "bahdanau"])
 def test_padding_invariance(attention):
-    model = small_model(attention)
-    base = np.asarray(model([SOURCE, TARGET_IN]))
-    more_source = np.asarray(model([np.pad(SOURCE, ((0, 0), (0, 5))), TARGET_IN]))
-    more_target = np.asarray(model([SOURCE, np.pad(TARGET_IN, ((0, 0), (0, 4)))]))
-    np.testing.assert_allclose(more_source, base, atol=1e-6)
-    np.testing.assert_allclose(more_target[:, :5], base, atol=1e-6)
+    seq2seq_checks.assert_padding_changes_nothing(small_model(attention), atol=1e-6)
 
 
 def test_attention_weights_are_a_distribution_over_real_source():
@@ -103,39 +84,18 @@ def test_bad_vocab_size():
 @pytest.fixture(scope="module")
 def trained_g2p():
     """A tiny model trained to memorise 30 words (also used by the I/O tests)."""
-    keras.utils.set_random_seed(7)
-    entries, pairs, source, target = tiny_g2p()
-    model = build_rnn_seq2seq(
-        embedding_dim=32, units=64, attention="bahdanau", max_target_length=16,
-        source_tokenizer=source, target_tokenizer=target,
-    )
-    model.compile(optimizer=keras.optimizers.Adam(1e-2, clipnorm=1.0),
-                  loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
-    data = make_dataset(pairs, source, target, batch_size=10, seed=0)
-    model.fit(data, epochs=40, verbose=0)  # 120 optimizer steps at most
-    return model, entries
+    model = tiny_g2p_model(build_rnn_seq2seq, 7, embedding_dim=32, units=64, attention="bahdanau",
+                           max_target_length=16)
+    return train_on_tiny_g2p(model, epochs=40, clipnorm=1.0,  # 120 optimizer steps at most
+                             metrics=[MaskedTokenAccuracy()])
 
 
 def test_overfits_thirty_words(trained_g2p):
-    model, entries = trained_g2p
-    words = [w for w, _ in entries]
-    hypotheses = model.translate(words)
-    accuracy = 1.0 - word_error_rate(hypotheses, [prons for _, prons in entries])
-    assert accuracy >= 0.95, list(zip(words, hypotheses, strict=False))
+    seq2seq_checks.assert_overfits_thirty_words(*trained_g2p)
 
 
 def test_keras_save_load_keeps_logits_and_decoding(trained_g2p, tmp_path):
-    model, entries = trained_g2p
-    path = os.path.join(tmp_path, "g2p.keras")
-    model.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, RNNSeq2Seq)
-    source_ids = np.asarray(model.source_tokenizer.encode(["cat", "hello"]).to_tensor())
-    target_in = np.array([[2, 5, 6, 7, 8], [2, 7, 8, 0, 0]], "int32")
-    np.testing.assert_allclose(np.asarray(loaded([source_ids, target_in])),
-                               np.asarray(model([source_ids, target_in])), atol=1e-6)
-    words = [w for w, _ in entries[:8]]
-    assert loaded.translate(words) == model.translate(words)
+    seq2seq_checks.assert_save_load_keeps_logits_and_decoding(*trained_g2p, tmp_path)
 
 
 def test_translate_bad_and_odd_inputs(trained_g2p):

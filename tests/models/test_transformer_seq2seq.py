@@ -4,16 +4,12 @@ import keras
 import numpy as np
 import pytest
 
-from kerasseq.data import make_dataset
-from kerasseq.evaluation import word_error_rate
 from kerasseq.models import TransformerSeq2Seq, build_transformer_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
-from tests.models.g2p_fixture import tiny_g2p
+from tests.models import seq2seq_checks
+from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
 from tests.models.rescoring import assert_beam_scores_equal_teacher_forcing
-
-SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], "int32")
-TARGET_IN = np.array([[2, 5, 7, 4, 9], [2, 6, 0, 0, 0], [2, 8, 8, 8, 8]], "int32")
-TARGET_OUT = np.array([[5, 7, 4, 9, 3], [6, 3, 0, 0, 0], [8, 8, 8, 8, 3]], "int32")
+from tests.models.seq2seq_checks import SOURCE, TARGET_IN, TARGET_OUT
 
 
 def small_model(num_layers=2, **kwargs):
@@ -22,21 +18,12 @@ def small_model(num_layers=2, **kwargs):
                                      dff=32, max_length=16, **kwargs)
 
 
-def step_by_step_logits(model, source, target_in):
-    state = model.encode(source)
-    outputs = []
-    for t in range(target_in.shape[1]):
-        logits, state = model.decode_step(target_in[:, t], state, t)
-        outputs.append(np.asarray(logits))
-    return np.stack(outputs, axis=1)  # (batch_size, target_length, vocab_size)
-
-
 @pytest.mark.parametrize("num_layers", [1, 2])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_cached_decoding_equals_teacher_forced_call(num_layers, norm_first):
     model = small_model(num_layers, norm_first=norm_first)
     full = np.asarray(model([SOURCE, TARGET_IN]))
-    incremental = step_by_step_logits(model, SOURCE, TARGET_IN)
+    incremental = seq2seq_checks.step_by_step_logits(model, SOURCE, TARGET_IN)
     real = TARGET_IN != 0  # at padded target positions the full call masks the padding keys
     np.testing.assert_allclose(incremental[real], full[real], atol=1e-5)
     assert incremental.dtype == np.float32
@@ -79,11 +66,7 @@ def test_causality_future_tokens_change_no_earlier_logits():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_padding_invariance(norm_first):
     model = small_model(2, norm_first=norm_first)
-    base = np.asarray(model([SOURCE, TARGET_IN]))
-    more_source = np.asarray(model([np.pad(SOURCE, ((0, 0), (0, 5))), TARGET_IN]))
-    more_target = np.asarray(model([SOURCE, np.pad(TARGET_IN, ((0, 0), (0, 4)))]))
-    np.testing.assert_allclose(more_source, base, atol=1e-5)
-    np.testing.assert_allclose(more_target[:, :5], base, atol=1e-5)
+    base = seq2seq_checks.assert_padding_changes_nothing(model, atol=1e-5)
     # a row alone gives the logits it gets inside a padded batch
     alone = np.asarray(model([SOURCE[1:2, :2], TARGET_IN[1:2, :2]]))
     np.testing.assert_allclose(alone[0], base[1, :2], atol=1e-5)
@@ -197,41 +180,19 @@ def test_mixed_precision_forward_is_finite_and_float32():
 @pytest.fixture(scope="module")
 def trained_g2p():
     """A tiny Transformer trained to memorise 30 words (150 optimizer steps)."""
-    keras.utils.set_random_seed(7)
-    entries, pairs, source, target = tiny_g2p()
-    model = build_transformer_seq2seq(
-        num_layers=1, d_model=64, num_heads=4, dff=128, dropout=0.0, max_length=16,
-        source_tokenizer=source, target_tokenizer=target,
-    )
-    model.compile(optimizer=keras.optimizers.Adam(3e-3, clipnorm=1.0),
-                  loss=MaskedSparseCategoricalCrossentropy(), metrics=[MaskedTokenAccuracy()])
-    data = make_dataset(pairs, source, target, batch_size=10, seed=0)
-    model.fit(data, epochs=50, verbose=0)  # 3 batches per epoch
-    return model, entries
+    model = tiny_g2p_model(build_transformer_seq2seq, 7, num_layers=1, d_model=64, num_heads=4,
+                           dff=128, dropout=0.0, max_length=16)
+    return train_on_tiny_g2p(model, epochs=50, learning_rate=3e-3, clipnorm=1.0,  # 3 batches per epoch
+                             metrics=[MaskedTokenAccuracy()])
 
 
 def test_overfits_thirty_words(trained_g2p):
-    model, entries = trained_g2p
-    words = [w for w, _ in entries]
-    hypotheses = model.translate(words)
-    accuracy = 1.0 - word_error_rate(hypotheses, [prons for _, prons in entries])
-    assert accuracy >= 0.95, list(zip(words, hypotheses, strict=True))
+    seq2seq_checks.assert_overfits_thirty_words(*trained_g2p)
 
 
 def test_keras_save_load_keeps_logits_and_decoding(trained_g2p, tmp_path):
-    model, entries = trained_g2p
-    path = os.path.join(tmp_path, "g2p.keras")
-    model.save(path)
-    loaded = keras.models.load_model(path)
-    assert isinstance(loaded, TransformerSeq2Seq)
-    source_ids = np.asarray(model.source_tokenizer.encode(["cat", "hello"]).to_tensor())
-    target_in = np.array([[2, 5, 6, 7, 8], [2, 7, 8, 0, 0]], "int32")
-    np.testing.assert_allclose(np.asarray(loaded([source_ids, target_in])),
-                               np.asarray(model([source_ids, target_in])), atol=1e-6)
-    words = [w for w, _ in entries[:8]]
-    assert loaded.translate(words) == model.translate(words)
-    assert loaded.translate(words, method="beam", num_beams=3) == model.translate(
-        words, method="beam", num_beams=3)
+    seq2seq_checks.assert_save_load_keeps_logits_and_decoding(
+        *trained_g2p, tmp_path, searches=({}, dict(method="beam", num_beams=3)))
 
 
 def test_beam_scores_equal_teacher_forced_log_probabilities(trained_g2p):
