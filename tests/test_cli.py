@@ -204,7 +204,7 @@ def test_demo_smoke(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["translate", "/nonexistent/model", "cat"], "no kerasseq model"),
     (["train", "--dataset", "tsv:/nonexistent.tsv", "--output-dir", "/tmp/x"], "no such file"),
-    (["train", "--dataset", "wmt", "--output-dir", "/tmp/x"], "dataset must be 'cmudict', 'tsv:PATH' or 'tfds:NAME'"),
+    (["train", "--dataset", "wmt", "--output-dir", "/tmp/x"], "dataset must be 'cmudict', 'tsv:PATH', 'tfds:NAME' or 'sword[:SOURCE:TARGET]'"),
     (["evaluate", "/nonexistent/model"], "no kerasseq model"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message):

@@ -120,7 +120,8 @@ def _add_on_bad_line(parser):
 
 def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--dataset", default="cmudict",
-                        help="cmudict (default), tsv:PATH or tfds:NAME (e.g. tfds:ted_hrlr_translate/pt_to_en)")
+                        help="cmudict (default), tsv:PATH, tfds:NAME (e.g. tfds:ted_hrlr_translate/pt_to_en) "
+                             "or sword[:SOURCE_MODULE:TARGET_MODULE] (two installed SWORD Bibles)")
     _add_on_bad_line(parser)
     parser.add_argument("--tokenizer", default="default", choices=["default", "wordpiece"],
                         help="default: characters and phonemes for cmudict, words for tsv: and "

@@ -14,7 +14,11 @@ A dataset name is one of:
   18 train, 1 dev, 1 test (split `"all"`: every line);
 - `"tfds:NAME"`: a supervised TensorFlow Datasets translation dataset
   (`kerasseq.data.tfds.load_tfds_pairs`); train/dev/test are its
-  train/validation/test splits.
+  train/validation/test splits;
+- `"sword"` or `"sword:SOURCE_MODULE:TARGET_MODULE"`: verse pairs of two
+  installed SWORD Bible modules (`kerasseq.data.load_bible_pairs`; default
+  Reina-Valera 1909 → World English Bible), split by chapter (about 90/5/5;
+  `"all"`: every pair).
 
 `learn_tokenizers(dataset, pairs)` learns the source and target tokenizers
 that `kerasseq train --dataset NAME` (`--tokenizer`, `--vocabulary-size`)
@@ -27,17 +31,18 @@ from kerasseq._messages import first_line
 
 __all__ = ["learn_tokenizers", "load_pairs", "spread_sample"]
 
-DATASET_NAMES = "'cmudict', 'tsv:PATH' or 'tfds:NAME'"
+DATASET_NAMES = "'cmudict', 'tsv:PATH', 'tfds:NAME' or 'sword[:SOURCE:TARGET]'"
 
 
 def load_pairs(dataset, split, limit=None, on_bad_line="error"):
     """`(pairs, references)` of a dataset named `dataset`.
 
     Args:
-        dataset: str, `"cmudict"`, `"tsv:PATH"` or `"tfds:NAME"` (see the
-            module docstring).
-        split: str, `"train"`, `"dev"` or `"test"` (`"all"` too for CMUdict
-            and TSV files).
+        dataset: str, `"cmudict"`, `"tsv:PATH"`, `"tfds:NAME"` or
+            `"sword[:SOURCE_MODULE:TARGET_MODULE]"` (see the module
+            docstring).
+        split: str, `"train"`, `"dev"` or `"test"` (`"all"` too for CMUdict,
+            TSV files and SWORD Bibles).
         limit: optional int, at most this many pairs, spread evenly over the
             split (`spread_sample`: CMUdict is sorted alphabetically, so the
             first N words would all start with "a"). For TFDS, the first N.
@@ -51,7 +56,8 @@ def load_pairs(dataset, split, limit=None, on_bad_line="error"):
 
     Raises:
         ValueError: an unknown dataset name or split, an unreadable TSV line,
-            or a TFDS dataset that could not be loaded (the message names it).
+            a TFDS dataset that could not be loaded, or SWORD modules that are
+            not installed (the message names what is missing).
         FileNotFoundError: a `tsv:` file that does not exist.
 
     Example:
@@ -78,6 +84,9 @@ def load_pairs(dataset, split, limit=None, on_bad_line="error"):
         return pairs, _references(pairs)
     if dataset.startswith("tfds:"):
         pairs = _load_tfds(dataset, split, limit)
+        return pairs, _references(pairs)
+    if dataset == "sword" or dataset.startswith("sword:"):
+        pairs = spread_sample(_load_sword(dataset, split), limit)
         return pairs, _references(pairs)
     raise ValueError(f"dataset must be {DATASET_NAMES}. Received: {dataset!r}")
 
@@ -169,3 +178,20 @@ def _load_tfds(dataset, split, limit):
     except Exception as error:  # noqa: BLE001  (download, name or format problems: one line)
         raise ValueError(f"dataset {dataset}: could not load split {TFDS_SPLITS[split]!r}: "
                          f"{first_line(error)}") from None
+
+
+def _load_sword(dataset, split):
+    """`(source, target)` verse pairs of `"sword[:SOURCE:TARGET]"`, in Bible order."""
+    from kerasseq.data.sword import SPLITS, SwordError, load_bible_pairs
+
+    modules = dataset.split(":")[1:]
+    if len(modules) not in (0, 2) or not all(modules):
+        raise ValueError("dataset must be 'sword' or 'sword:SOURCE_MODULE:TARGET_MODULE' "
+                         f"(two SWORD module names). Received: {dataset!r}")
+    if split != "all" and split not in SPLITS:
+        raise ValueError(f"split must be {', '.join(SPLITS)} or all. Received: {split!r}")
+    try:
+        pairs = load_bible_pairs(*modules, split=None if split == "all" else split)
+    except SwordError as error:
+        raise ValueError(f"dataset {dataset}: {first_line(error)}") from None
+    return [(pair.source, pair.target) for pair in pairs]

@@ -198,6 +198,35 @@ def test_clear_errors(tmp_path):
         load_bible_pairs("eng", "eng", max_length_ratio=0.5, mod2imp=program)
 
 
+def test_load_pairs_reads_sword_bibles_by_dataset_name(tmp_path, monkeypatch):
+    """`load_pairs("sword:SOURCE:TARGET", split)`, what `kerasseq train --dataset`
+    reads: the verse pairs of `load_bible_pairs`, split by chapter; a missing
+    module or a malformed name is a ValueError naming it."""
+    from kerasseq.data import load_pairs
+
+    test_chapter, train_chapter = _chapter_of("test"), _chapter_of("train")
+    spanish = {(train_chapter, 1): SPANISH_GEN_1_1, (train_chapter, 2): "Y la luz era buena.",
+               (test_chapter, 1): "Y vio Dios la luz."}
+    english = {(train_chapter, 1): ENGLISH_GEN_1_1, (train_chapter, 2): "The light was good.",
+               (test_chapter, 1): "God saw the light."}
+    _fake_mod2imp(str(tmp_path), {"spa": _imp(spanish), "eng": _imp(english)})
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    train, references = load_pairs("sword:spa:eng", "train")
+    assert train == [(pair.source, pair.target)
+                     for pair in load_bible_pairs("spa", "eng", split="train")]
+    assert train[1] == ("Y la luz era buena.", "The light was good.")
+    assert references["Y la luz era buena."] == ["The light was good."]
+    assert load_pairs("sword:spa:eng", "test")[0] == [("Y vio Dios la luz.", "God saw the light.")]
+    assert len(load_pairs("sword:spa:eng", "all")[0]) == 3
+    assert load_pairs("sword:spa:eng", "train", limit=1)[0] == train[:1]
+    with pytest.raises(ValueError, match="dataset sword:spa:nosuch: .*'nosuch' is not installed"):
+        load_pairs("sword:spa:nosuch", "train")
+    with pytest.raises(ValueError, match="two SWORD module names"):
+        load_pairs("sword:spa", "train")
+    with pytest.raises(ValueError, match="split must be train, dev, test or all"):
+        load_pairs("sword:spa:eng", "valid")
+
+
 # --------------------------------------------------------------------------
 # The real modules (Debian sword-text-sparv, sword-text-web, libsword-utils).
 # --------------------------------------------------------------------------
