@@ -13,7 +13,7 @@ def warn_deprecated(old, new, stacklevel=3):
     )
 
 
-def renamed_argument(owner, old_name, old_value, new_name, new_value):
+def renamed_argument(owner, old_name, old_value, new_name, new_value, stacklevel=4):
     """The value of `new_name`, taking a deprecated `old_name` (with a warning).
 
     Raises:
@@ -26,8 +26,17 @@ def renamed_argument(owner, old_name, old_value, new_name, new_value):
             f"{owner} got both `{new_name}` and its deprecated name `{old_name}`. "
             f"Pass only `{new_name}`."
         )
-    warn_deprecated(f"`{owner}({old_name}=...)`", f"`{new_name}=`", stacklevel=4)
+    warn_deprecated(f"`{owner}({old_name}=...)`", f"`{new_name}=`", stacklevel=stacklevel)
     return old_value
+
+
+def padding_mask_argument(owner, name, value, keras_mask, old_name, old_value):
+    """The padding mask a call uses: its argument `name`'s `value`; else the
+    value of the argument's deprecated name `old_name` (with a warning, as
+    `renamed_argument`); else `keras_mask`, the mask that Keras fills from the
+    masked sequence's input (`mask`, `<input>_mask`)."""
+    value = renamed_argument(owner, old_name, old_value, name, value, stacklevel=5)
+    return keras_mask if value is None else value
 
 
 def renamed_method(old_name, new_name):

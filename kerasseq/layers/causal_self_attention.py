@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._deprecation import renamed_argument, renamed_method
+from kerasseq.layers._deprecation import padding_mask_argument, renamed_method
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     merge_masks,
@@ -56,28 +56,16 @@ class CausalSelfAttention(BaseAttention):
     tests check it).
 
     Args:
-        d_model: model width, the last dimension of `x` and of the output.
-        num_heads: number of attention heads.
-        dropout: dropout rate (attention weights and attention output).
-        key_dim: per-head size; defaults to `d_model // num_heads`.
-        norm_first: pre-norm if True, post-norm if False (default).
-        layer_norm_epsilon: epsilon of the LayerNormalization.
-        **kwargs: standard `keras.layers.Layer` arguments.
+        d_model, num_heads, dropout, key_dim, norm_first, layer_norm_epsilon,
+            **kwargs: as `BaseAttention` (`key_dim` defaults to
+            `d_model // num_heads`).
 
-    Call arguments:
-        x: `(batch_size, target_length, d_model)`.
-        decoder_padding_mask: optional boolean `(batch_size, target_length)`,
-            True on real tokens. If omitted, the Keras mask carried by `x` is
-            used.
-        return_attention_scores: if True, also return the attention weights.
-        training: Python bool or `None` (dropout).
-        mask: filled by Keras from `x`'s mask; pass `decoder_padding_mask`.
-        padding_mask: deprecated name of `decoder_padding_mask`.
-
-    Returns:
-        `(batch_size, target_length, d_model)`, and with
-        `return_attention_scores=True` also
-        `(batch_size, num_heads, target_length, target_length)`.
+    Call arguments and returns: as `GlobalSelfAttention`, on the target
+    sequence: `x` is `(batch_size, target_length, d_model)`, its padding mask
+    `decoder_padding_mask` `(batch_size, target_length)` (default: the Keras
+    mask of `x`; deprecated name: `padding_mask`), and the attention weights
+    `(batch_size, num_heads, target_length, target_length)` are zero above
+    the diagonal.
 
     Incremental decoding: `build_cache(batch_size, max_length)` gives a zero
     cache `(key_cache, value_cache)`, each `(batch_size, max_length,
@@ -87,28 +75,22 @@ class CausalSelfAttention(BaseAttention):
     Example:
 
     >>> layer = CausalSelfAttention(d_model=16, num_heads=4)
-    >>> x = keras.random.normal((2, 5, 16))
-    >>> tuple(layer(x).shape)
-    (2, 5, 16)
+    >>> x = keras.random.normal((2, 3, 16))
+    >>> outputs, scores = layer(x, return_attention_scores=True)
+    >>> tuple(outputs.shape), tuple(scores.shape)
+    ((2, 3, 16), (2, 4, 3, 3))
+    >>> (ops.convert_to_numpy(scores[0, 0]) > 0).astype(int)
+    array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]])
     """
 
-    def build(self, x_shape):
-        self._build_sublayers(x_shape, x_shape)
-
-    def call(
-        self,
-        x,
-        decoder_padding_mask=None,
-        return_attention_scores=False,
-        training=None,
-        mask=None,
-        padding_mask=None,
-    ):
-        decoder_padding_mask = renamed_argument(
-            "CausalSelfAttention", "padding_mask", padding_mask,
-            "decoder_padding_mask", decoder_padding_mask,
+    def call(self, x, decoder_padding_mask=None, return_attention_scores=False,
+             training=None, mask=None, padding_mask=None):
+        decoder_padding_mask = padding_mask_argument(
+            "CausalSelfAttention", "decoder_padding_mask", decoder_padding_mask, mask,
+            "padding_mask", padding_mask,
         )
-        decoder_padding_mask = mask if decoder_padding_mask is None else decoder_padding_mask
         target_length = ops.shape(x)[1]
         attention_mask = merge_masks(
             causal_attention_mask(target_length, target_length),

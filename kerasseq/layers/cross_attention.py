@@ -31,13 +31,9 @@ class CrossAttention(BaseAttention):
     source_length)` for plotting (they are not kept inside `tf.function`).
 
     Args:
-        d_model: model width, the last dimension of `x` and of the output.
-        num_heads: number of attention heads.
-        dropout: dropout rate (attention weights and attention output).
-        key_dim: per-head size; defaults to `d_model // num_heads`.
-        norm_first: pre-norm if True, post-norm if False (default).
-        layer_norm_epsilon: epsilon of the LayerNormalization.
-        **kwargs: standard `keras.layers.Layer` arguments.
+        d_model, num_heads, dropout, key_dim, norm_first, layer_norm_epsilon,
+            **kwargs: as `BaseAttention` (`key_dim` defaults to
+            `d_model // num_heads`).
 
     Call arguments:
         x: `(batch_size, target_length, d_model)`.
@@ -45,8 +41,7 @@ class CrossAttention(BaseAttention):
         encoder_padding_mask: optional boolean `(batch_size, source_length)`,
             True on real source tokens. When omitted, the Keras mask carried
             by `context` is used.
-        return_attention_scores: if True, also return the attention weights.
-        training: Python bool or `None` (dropout).
+        return_attention_scores, training: as `BaseAttention`.
         context_mask: the slot Keras fills with the mask carried by `context`
             (Keras' `<argument>_mask` convention); pass `encoder_padding_mask`.
         padding_mask: deprecated and without effect (queries need no mask);
@@ -77,7 +72,7 @@ class CrossAttention(BaseAttention):
         self.last_attention_scores = None
 
     def build(self, x_shape, context_shape):
-        self._build_sublayers(x_shape, context_shape)
+        self._build_attention(x_shape, context_shape)
 
     def call(
         self,

@@ -4,10 +4,11 @@ import keras
 
 from kerasseq._validation import check_positive_int
 from kerasseq.layers._deprecation import warn_deprecated
+from kerasseq.layers._transformer_layer import ResidualSublayer
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class FeedForward(keras.layers.Layer):
+class FeedForward(ResidualSublayer):
     """Position-wise feed-forward network with dropout, residual and LayerNorm.
 
     `FFN(x) = max(0, x W_1 + b_1) W_2 + b_2` (Vaswani et al., 2017,
@@ -53,22 +54,13 @@ class FeedForward(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         **kwargs,
     ):
-        # `skip_padding` (a training-time padding skip, since removed) may be
-        # in configs saved by older versions: accepted and ignored.
-        kwargs.pop("skip_padding", None)
-        super().__init__(**kwargs)
-        dff = check_positive_int("dff", dff)
+        super().__init__(d_model, dropout, norm_first, layer_norm_epsilon, **kwargs)
+        self.dff = check_positive_int("dff", dff)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
-        self.d_model = d_model
-        self.dff = dff
-        self.dropout = dropout
         self.activation = keras.activations.serialize(keras.activations.get(activation))
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.supports_masking = True
         self.intermediate_dense = keras.layers.Dense(
-            dff,
+            self.dff,
             activation=activation,
             dtype=self.dtype_policy,
             name="intermediate_dense",
@@ -76,17 +68,10 @@ class FeedForward(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             d_model, dtype=self.dtype_policy, name="output_dense"
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
-        )
+        self._create_add_and_norm()
 
     def build(self, x_shape):
-        if x_shape[-1] is not None and x_shape[-1] != self.d_model:
-            raise ValueError(
-                "The last dimension of the input must equal d_model. "
-                f"Received: input shape={tuple(x_shape)}, d_model={self.d_model}"
-            )
+        self._check_input_width(x_shape)
         self.intermediate_dense.build(x_shape)
         self.output_dense.build(tuple(x_shape[:-1]) + (self.dff,))
         self.layer_norm.build(x_shape)
@@ -100,24 +85,10 @@ class FeedForward(keras.layers.Layer):
                 "nothing",
                 stacklevel=4,
             )
-        hidden = self.layer_norm(x) if self.norm_first else x
-        hidden = self.output_dense(self.intermediate_dense(hidden))
-        x = x + self.dropout_layer(hidden, training=training)
-        return x if self.norm_first else self.layer_norm(x)
-
-    def compute_output_shape(self, x_shape):
-        return tuple(x_shape)
+        hidden = self.output_dense(self.intermediate_dense(self._pre_norm(x)))
+        return self._add_and_norm(x, hidden, training)
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "dff": self.dff,
-                "dropout": self.dropout,
-                "activation": self.activation,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
+        config.update({"dff": self.dff, "activation": self.activation})
         return config

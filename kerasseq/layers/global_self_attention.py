@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasseq.layers._deprecation import renamed_argument
+from kerasseq.layers._deprecation import padding_mask_argument
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     padding_to_attention_mask,
@@ -21,21 +21,16 @@ class GlobalSelfAttention(BaseAttention):
     downstream reads them).
 
     Args:
-        d_model: model width, the last dimension of `x` and of the output.
-        num_heads: number of attention heads.
-        dropout: dropout rate (attention weights and attention output).
-        key_dim: per-head size; defaults to `d_model // num_heads`.
-        norm_first: pre-norm if True, post-norm if False (default).
-        layer_norm_epsilon: epsilon of the LayerNormalization.
-        **kwargs: standard `keras.layers.Layer` arguments.
+        d_model, num_heads, dropout, key_dim, norm_first, layer_norm_epsilon,
+            **kwargs: as `BaseAttention` (`key_dim` defaults to
+            `d_model // num_heads`).
 
     Call arguments:
         x: `(batch_size, source_length, d_model)`.
         encoder_padding_mask: optional boolean `(batch_size, source_length)`,
             True on real tokens. If omitted, the Keras mask carried by `x` is
             used.
-        return_attention_scores: if True, also return the attention weights.
-        training: Python bool or `None` (dropout).
+        return_attention_scores, training: as `BaseAttention`.
         mask: filled by Keras from `x`'s mask; pass `encoder_padding_mask`.
         padding_mask: deprecated name of `encoder_padding_mask`.
 
@@ -52,24 +47,12 @@ class GlobalSelfAttention(BaseAttention):
     (2, 7, 16)
     """
 
-    def build(self, x_shape):
-        self._build_sublayers(x_shape, x_shape)
-
-    def call(
-        self,
-        x,
-        encoder_padding_mask=None,
-        return_attention_scores=False,
-        training=None,
-        mask=None,
-        padding_mask=None,
-    ):
-        encoder_padding_mask = renamed_argument(
-            "GlobalSelfAttention", "padding_mask", padding_mask,
-            "encoder_padding_mask", encoder_padding_mask,
+    def call(self, x, encoder_padding_mask=None, return_attention_scores=False,
+             training=None, mask=None, padding_mask=None):
+        encoder_padding_mask = padding_mask_argument(
+            "GlobalSelfAttention", "encoder_padding_mask", encoder_padding_mask, mask,
+            "padding_mask", padding_mask,
         )
-        if encoder_padding_mask is None:
-            encoder_padding_mask = mask
         attention_mask = padding_to_attention_mask(encoder_padding_mask)
         # (batch_size, 1, source_length)
         outputs, attention_scores = self._attend_add_and_norm(x, attention_mask, training)

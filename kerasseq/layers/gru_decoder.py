@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from kerasseq.layers._deprecation import renamed_argument
+from kerasseq.layers._deprecation import padding_mask_argument, renamed_argument
 from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
 from kerasseq.layers._validation import check_positive_int, check_rate
 from kerasseq.layers.bahdanau_attention import BahdanauAttention
@@ -298,14 +298,12 @@ class GRUDecoder(keras.layers.Layer):
 
     def call(self, target_in_ids, initial_state, values=None, encoder_padding_mask=None,
              training=None, return_attention_scores=False, values_mask=None, source_mask=None):
-        encoder_padding_mask = renamed_argument(
-            "GRUDecoder", "source_mask", source_mask, "encoder_padding_mask",
-            encoder_padding_mask,
+        # Keras fills `values_mask` with the mask that travels on `values`
+        # (LSTMEncoder's outputs carry one): padding is never attended.
+        encoder_padding_mask = padding_mask_argument(
+            "GRUDecoder", "encoder_padding_mask", encoder_padding_mask, values_mask,
+            "source_mask", source_mask,
         )
-        if encoder_padding_mask is None:
-            # Keras fills `values_mask` with the mask that travels on `values`
-            # (LSTMEncoder's outputs carry one): padding is never attended.
-            encoder_padding_mask = values_mask
         target_in_ids = ops.cast(target_in_ids, "int32")
         memory = self.prepare_memory(initial_state, values, encoder_padding_mask)
         batch_size = ops.shape(target_in_ids)[0]

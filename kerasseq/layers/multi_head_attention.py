@@ -23,6 +23,7 @@ from keras import ops
 from kerasseq._validation import check_positive_int
 from kerasseq.layers._attention_math import MASK_VALUE, masked_softmax
 from kerasseq.layers._deprecation import renamed_method, warn_deprecated
+from kerasseq.layers._transformer_layer import ResidualSublayer
 
 # The fill value of the one masked softmax, under the name examples import.
 _MASK_VALUE = MASK_VALUE
@@ -443,7 +444,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class BaseAttention(keras.layers.Layer):
+class BaseAttention(ResidualSublayer):
     """Attention sublayer wrapped in dropout, a residual connection and LayerNorm.
 
     Post-norm (Vaswani et al., 2017): `LayerNorm(x + Dropout(Attention(x, ...)))`.
@@ -462,6 +463,11 @@ class BaseAttention(keras.layers.Layer):
         norm_first: pre-norm if True, post-norm (the paper) if False.
         layer_norm_epsilon: epsilon of the LayerNormalization.
         **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments every subclass takes, besides its inputs and masks:
+        return_attention_scores: if True, also return the attention weights
+            `(batch_size, num_heads, target_length, source_length)`.
+        training: Python bool or `None` (dropout).
     """
 
     def __init__(
@@ -474,17 +480,9 @@ class BaseAttention(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         **kwargs,
     ):
-        # `skip_padding` (a training-time padding skip, since removed) may be
-        # in configs saved by older versions: accepted and ignored.
-        kwargs.pop("skip_padding", None)
-        super().__init__(**kwargs)
-        self.d_model = d_model
+        super().__init__(d_model, dropout, norm_first, layer_norm_epsilon, **kwargs)
         self.num_heads = num_heads
-        self.dropout = dropout
         self.key_dim = resolve_key_dim(d_model, num_heads, key_dim)
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.supports_masking = True
         self.attention = MultiHeadAttention(
             num_heads=num_heads,
             key_dim=self.key_dim,
@@ -493,27 +491,17 @@ class BaseAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
-        )
+        self._create_add_and_norm()
 
-    def _build_sublayers(self, x_shape, context_shape):
-        if x_shape[-1] is not None and x_shape[-1] != self.d_model:
-            raise ValueError(
-                "The last dimension of the input must equal d_model. "
-                f"Received: input shape={tuple(x_shape)}, d_model={self.d_model}"
-            )
+    def build(self, x_shape):
+        """Self-attention: the keys and values come from `x` too."""
+        self._build_attention(x_shape, x_shape)
+
+    def _build_attention(self, x_shape, context_shape):
+        self._check_input_width(x_shape)
         self.attention.build(x_shape, context_shape)
         self.layer_norm.build(x_shape)
         self.built = True
-
-    def _pre_norm(self, x):
-        return self.layer_norm(x) if self.norm_first else x
-
-    def _add_and_norm(self, residual, attention_output, training):
-        x = residual + self.dropout_layer(attention_output, training=training)
-        return x if self.norm_first else self.layer_norm(x)
 
     def _attend_add_and_norm(self, x, attention_mask, training, context=None):
         """Attention (self-attention when `context` is None) + dropout + residual + LayerNorm.
@@ -534,21 +522,9 @@ class BaseAttention(keras.layers.Layer):
         # The number of outputs depends on call arguments: trace call().
         return keras.Operation.compute_output_spec(self, *args, **kwargs)
 
-    def compute_output_shape(self, x_shape, *args, **kwargs):
-        return tuple(x_shape)
-
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "num_heads": self.num_heads,
-                "dropout": self.dropout,
-                "key_dim": self.key_dim,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
+        config.update({"num_heads": self.num_heads, "key_dim": self.key_dim})
         return config
 
 

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from kerasseq.layers._attention_math import masked_softmax
-from kerasseq.layers._deprecation import renamed_argument
+from kerasseq.layers._deprecation import padding_mask_argument
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -55,13 +55,12 @@ class RecurrentAttention(keras.layers.Layer):
 
     def call(self, query, values, encoder_padding_mask=None, keys=None, values_mask=None,
              mask=None):
-        encoder_padding_mask = renamed_argument(
-            type(self).__name__, "mask", mask, "encoder_padding_mask", encoder_padding_mask
+        # Keras fills `values_mask` with the mask that travels on `values`
+        # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
+        encoder_padding_mask = padding_mask_argument(
+            type(self).__name__, "encoder_padding_mask", encoder_padding_mask, values_mask,
+            "mask", mask,
         )
-        if encoder_padding_mask is None:
-            # Keras fills `values_mask` with the mask that travels on `values`
-            # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
-            encoder_padding_mask = values_mask
         if keys is None:
             keys = self.precompute_keys(values)
         weights = masked_softmax(self.score(query, keys), encoder_padding_mask)

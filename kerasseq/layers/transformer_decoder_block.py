@@ -2,15 +2,18 @@
 
 import keras
 
-from kerasseq.layers._deprecation import renamed_argument, warn_deprecated
+from kerasseq.layers._deprecation import (
+    padding_mask_argument,
+    renamed_argument,
+    warn_deprecated,
+)
+from kerasseq.layers._transformer_block import TransformerBlock
 from kerasseq.layers.causal_self_attention import CausalSelfAttention
 from kerasseq.layers.cross_attention import CrossAttention
-from kerasseq.layers.feed_forward import FeedForward
-from kerasseq.layers.multi_head_attention import resolve_key_dim
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class TransformerDecoderBlock(keras.layers.Layer):
+class TransformerDecoderBlock(TransformerBlock):
     """Transformer decoder block: masked self-attention, cross-attention, feed-forward.
 
     Post-norm (Vaswani et al., 2017, "Attention Is All You Need", section 3.1):
@@ -37,13 +40,8 @@ class TransformerDecoderBlock(keras.layers.Layer):
       every position.
 
     Args:
-        d_model: model width, the last dimension of `x` and of the output.
-        num_heads: number of attention heads (`d_model` must be divisible by it).
-        dff: width of the feed-forward hidden layer.
-        dropout: dropout rate used throughout the block.
-        norm_first: pre-norm if True, post-norm if False (default).
-        layer_norm_epsilon: epsilon of the LayerNormalizations.
-        **kwargs: standard `keras.layers.Layer` arguments.
+        d_model, num_heads, dff, dropout, norm_first, layer_norm_epsilon,
+            **kwargs: as `TransformerBlock` (`dff`: the feed-forward width).
 
     Call arguments:
         x: target embeddings `(batch_size, target_length, d_model)`.
@@ -77,39 +75,11 @@ class TransformerDecoderBlock(keras.layers.Layer):
     (2, 5, 16)
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.0,
-        norm_first=False,
-        layer_norm_epsilon=1e-5,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.key_dim = resolve_key_dim(d_model, num_heads)
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.dff = dff
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.supports_masking = True
-        common = dict(
-            d_model=d_model,
-            dropout=dropout,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-        )
+    def _create_attention_sublayers(self, **sublayer_args):
         self.causal_self_attention = CausalSelfAttention(
-            num_heads=num_heads, name="causal_self_attention", **common
+            name="causal_self_attention", **sublayer_args
         )
-        self.cross_attention = CrossAttention(
-            num_heads=num_heads, name="cross_attention", **common
-        )
-        self.feed_forward = FeedForward(dff=dff, name="feed_forward", **common)
+        self.cross_attention = CrossAttention(name="cross_attention", **sublayer_args)
 
     def build(self, x_shape, context_shape=None):
         self.causal_self_attention.build(x_shape)
@@ -148,17 +118,13 @@ class TransformerDecoderBlock(keras.layers.Layer):
         target_padding_mask=None,
         source_padding_mask=None,
     ):
-        decoder_padding_mask = renamed_argument(
-            "TransformerDecoderBlock", "target_padding_mask", target_padding_mask,
-            "decoder_padding_mask", decoder_padding_mask,
+        decoder_padding_mask = padding_mask_argument(
+            "TransformerDecoderBlock", "decoder_padding_mask", decoder_padding_mask, x_mask,
+            "target_padding_mask", target_padding_mask,
         )
-        encoder_padding_mask = renamed_argument(
-            "TransformerDecoderBlock", "source_padding_mask", source_padding_mask,
-            "encoder_padding_mask", encoder_padding_mask,
-        )
-        decoder_padding_mask = x_mask if decoder_padding_mask is None else decoder_padding_mask
-        encoder_padding_mask = (
-            context_mask if encoder_padding_mask is None else encoder_padding_mask
+        encoder_padding_mask = padding_mask_argument(
+            "TransformerDecoderBlock", "encoder_padding_mask", encoder_padding_mask,
+            context_mask, "source_padding_mask", source_padding_mask,
         )
         self._check_context(context, "call()")
         x = self.causal_self_attention(
@@ -323,23 +289,6 @@ class TransformerDecoderBlock(keras.layers.Layer):
         )
         return outputs, self_cache, scores
 
-    def compute_output_shape(self, x_shape, context_shape=None):
-        return tuple(x_shape)
-
     def compute_output_spec(self, *args, **kwargs):
         # The number of outputs depends on call arguments: trace call().
         return keras.Operation.compute_output_spec(self, *args, **kwargs)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "num_heads": self.num_heads,
-                "dff": self.dff,
-                "dropout": self.dropout,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
-        return config

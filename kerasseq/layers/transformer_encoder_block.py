@@ -2,14 +2,13 @@
 
 import keras
 
-from kerasseq.layers._deprecation import renamed_argument
-from kerasseq.layers.feed_forward import FeedForward
+from kerasseq.layers._deprecation import padding_mask_argument
+from kerasseq.layers._transformer_block import TransformerBlock
 from kerasseq.layers.global_self_attention import GlobalSelfAttention
-from kerasseq.layers.multi_head_attention import resolve_key_dim
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(TransformerBlock):
     """Transformer encoder block: global self-attention, then a feed-forward network.
 
     Post-norm (Vaswani et al., 2017, "Attention Is All You Need", section 3.1):
@@ -19,13 +18,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
     Weights map one-to-one onto `keras_hub.layers.TransformerEncoder`.
 
     Args:
-        d_model: model width, the last dimension of `x` and of the output.
-        num_heads: number of attention heads (`d_model` must be divisible by it).
-        dff: width of the feed-forward hidden layer.
-        dropout: dropout rate used throughout the block.
-        norm_first: pre-norm if True, post-norm if False (default).
-        layer_norm_epsilon: epsilon of the LayerNormalizations.
-        **kwargs: standard `keras.layers.Layer` arguments.
+        d_model, num_heads, dff, dropout, norm_first, layer_norm_epsilon,
+            **kwargs: as `TransformerBlock` (`dff`: the feed-forward width).
 
     Call arguments:
         x: `(batch_size, source_length, d_model)`.
@@ -48,36 +42,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
     (2, 6, 16)
     """
 
-    def __init__(
-        self,
-        d_model,
-        num_heads,
-        dff,
-        dropout=0.0,
-        norm_first=False,
-        layer_norm_epsilon=1e-5,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        resolve_key_dim(d_model, num_heads)
-        self.d_model = d_model
-        self.num_heads = num_heads
-        self.dff = dff
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.supports_masking = True
-        common = dict(
-            d_model=d_model,
-            dropout=dropout,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=self.dtype_policy,
-        )
-        self.self_attention = GlobalSelfAttention(
-            num_heads=num_heads, name="self_attention", **common
-        )
-        self.feed_forward = FeedForward(dff=dff, name="feed_forward", **common)
+    def _create_attention_sublayers(self, **sublayer_args):
+        self.self_attention = GlobalSelfAttention(name="self_attention", **sublayer_args)
 
     def build(self, x_shape):
         self.self_attention.build(x_shape)
@@ -85,30 +51,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, x, encoder_padding_mask=None, training=None, mask=None, padding_mask=None):
-        encoder_padding_mask = renamed_argument(
-            "TransformerEncoderBlock", "padding_mask", padding_mask,
-            "encoder_padding_mask", encoder_padding_mask,
+        encoder_padding_mask = padding_mask_argument(
+            "TransformerEncoderBlock", "encoder_padding_mask", encoder_padding_mask, mask,
+            "padding_mask", padding_mask,
         )
-        if encoder_padding_mask is None:
-            encoder_padding_mask = mask
         x = self.self_attention(
             x, encoder_padding_mask=encoder_padding_mask, training=training
         )
         return self.feed_forward(x, training=training)
-
-    def compute_output_shape(self, x_shape):
-        return tuple(x_shape)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "num_heads": self.num_heads,
-                "dff": self.dff,
-                "dropout": self.dropout,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
-        return config
