@@ -227,6 +227,7 @@ def plot_attention(weights, source_tokens, target_tokens, ax=None, title=None,
 
     >>> figure = plot_attention([[0.9, 0.1], [0.2, 0.8]], ["a", "b"], ["x", "y"])
     >>> save_figure(figure, "attention.png")
+    'attention.png'
     """
     weights = _as_weights(weights, "weights", 2)
     source_tokens, target_tokens = _check_tokens(weights.shape, source_tokens, target_tokens)

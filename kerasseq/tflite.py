@@ -26,11 +26,11 @@ the Transformer's caches need `max_length`). Shorter sources are padded with
 0 (padding changes nothing: the masks), fewer rows are padded with empty
 rows, longer sources are refused.
 
-Example:
+Example (with a trained `model` and a batch of `source_ids`):
 
->>> path = export_tflite(model, "g2p.tflite", batch_size=8, source_length=32)
->>> decoder = TFLiteGreedyDecoder(path)
->>> token_ids, lengths = decoder.greedy(source_ids, max_length=20)  # = model.generate(...)
+    path = export_tflite(model, "g2p.tflite", batch_size=8, source_length=32)
+    decoder = TFLiteGreedyDecoder(path)
+    token_ids, lengths = decoder.greedy(source_ids, max_length=20)  # = model.generate(...)
 """
 
 import os

@@ -122,10 +122,11 @@ class GRUDecoder(keras.layers.Layer):
 
     Example:
 
+    >>> import numpy as np
     >>> decoder = GRUDecoder(vocab_size=20, embedding_dim=8, units=16, attention="bahdanau")
     >>> logits = decoder(np.array([[2, 5, 6]]), np.zeros((1, 16)), np.ones((1, 4, 12)))
-    >>> logits.shape
-    TensorShape([1, 3, 20])
+    >>> tuple(logits.shape)
+    (1, 3, 20)
     """
 
     def __init__(

@@ -51,7 +51,9 @@ class LuongAttention(RecurrentAttention):
     >>> attention = LuongAttention(score="dot")
     >>> s = np.array([[0.7, 0.8]])
     >>> h = np.array([[[0.1, 0.2], [0.8, 0.9], [0.5, 0.4], [0.3, 0.1]]])
-    >>> attention.score(s, attention.precompute_keys(h))  # 0.23, 1.28, 0.67, 0.29
+    >>> scores = attention.score(s, attention.precompute_keys(h))
+    >>> np.round(ops.convert_to_numpy(scores), 2)
+    array([[0.23, 1.28, 0.67, 0.29]])
     """
 
     query_uses_previous_state = False

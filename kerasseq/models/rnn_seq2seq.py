@@ -232,6 +232,7 @@ def build_rnn_seq2seq(
     Example:
 
     >>> model = build_rnn_seq2seq(40, 50, embedding_dim=16, units=32)
+    >>> from kerasseq.training import MaskedSparseCategoricalCrossentropy
     >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     """
     source_vocab_size, target_vocab_size = resolve_vocab_sizes(

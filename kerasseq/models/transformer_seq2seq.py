@@ -476,6 +476,7 @@ def build_transformer_seq2seq(
     Example:
 
     >>> model = build_transformer_seq2seq(40, 50, num_layers=1, d_model=32, num_heads=4, dff=64)
+    >>> from kerasseq.training import MaskedSparseCategoricalCrossentropy
     >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     """
     source_vocab_size, target_vocab_size = resolve_vocab_sizes(
