@@ -166,3 +166,10 @@ def test_plot_transformer_attention_pairs():
     train, test = module.split_pairs(pairs)
     assert len(test) == 144 and not {s for s, _ in train} & {s for s, _ in test}
     assert module.EXAMPLE in {source for source, _ in test}
+
+
+def test_readme_lists_every_script():
+    """examples/README.md has a row for every script (and names the helper module)."""
+    readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
+    missing = [path.name for path in sorted(EXAMPLES.glob("*.py")) if f"`{path.name}`" not in readme]
+    assert not missing, f"examples/README.md does not mention {missing}"
