@@ -12,12 +12,16 @@ never a partial one.
     backup = AtomicBackupAndRestore("runs/g2p/backup")
     completed = backup.completed_epochs()          # 0 on a fresh run
     truncate_history("runs/g2p/history.csv", completed)
-    model.fit(..., callbacks=[
+    model.fit(..., initial_epoch=completed, callbacks=[
         keras.callbacks.CSVLogger("runs/g2p/history.csv", append=True),
         AtomicModelCheckpoint("runs/g2p/best.keras", monitor="val_loss",
                               save_best_only=True),
         backup,                                    # last: see below
     ])
+
+`fit` starts at `initial_epoch`: Keras has no public way for a callback to
+move it, so pass the backup's `completed_epochs()` (the backup checks it and
+stops a `fit` that starts anywhere else before its first step).
 
 Put the backup *after* the loggers: callbacks run in list order at the end of
 an epoch, so a kill between them leaves a history row for an epoch the backup
@@ -29,29 +33,40 @@ import csv
 import json
 import math
 import os
+import shutil
 
 import keras
 
 # One atomic-write primitive for the whole package; write_text_atomically
 # stays importable from here, where it used to live.
 from kerasseq._files import replace_atomically, write_text_atomically
+from kerasseq._validation import check_positive_int
+
+METADATA_FILE = "training_metadata.json"
 
 
-class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
-    """`keras.callbacks.BackupAndRestore` whose backup is never half-written.
+class AtomicBackupAndRestore(keras.callbacks.Callback):
+    """A `keras.callbacks.BackupAndRestore` whose backup is never half-written.
 
-    Same behaviour as the Keras callback (weights *and* optimizer state are
-    backed up at the end of every epoch; the next `fit` with the same
-    `backup_dir` restores them and starts at the first unfinished epoch), but
-    each backup is a new weights file `epoch-{E}.weights.h5` written through a
-    temporary name, followed by an atomic replacement of
+    Like the Keras callback, it backs up the weights *and* the optimizer state
+    at the end of every epoch (or every `save_freq` batches) and restores them
+    in `on_train_begin` of the next `fit` with the same `backup_dir`. Each
+    backup is a new weights file `epoch-{E}-batch-{B}.weights.h5` (E finished
+    epochs; B is 0, or the last batch done in a backup within an epoch)
+    written through a temporary name, followed by an atomic replacement of
     `training_metadata.json`, which names that weights file. The metadata is
-    the commit point: a kill at any moment leaves a consistent
-    (epoch, weights) pair. Older weights files are removed after the commit.
+    the commit point: a kill at any moment leaves a consistent (epoch,
+    weights) pair. Older weights files are removed after the commit.
+
+    Unlike the Keras callback, it does not move the epoch `fit` starts at
+    (Keras has no public way to): pass `initial_epoch=backup.completed_epochs()`
+    to `fit` (`TrainingRun.fit` does). A `fit` that starts at another epoch
+    than the one restored stops with a `ValueError` before its first step.
 
     Args:
         backup_dir: str, a directory used by this callback only.
-        save_freq: "epoch" or an int number of batches (see the Keras callback).
+        save_freq: "epoch" or an int number of batches (a backup within an
+            epoch restarts that epoch from its start, with those weights).
         delete_checkpoint: bool, remove `backup_dir` when `fit` ends. Pass
             False when something must still happen after `fit` (saving the
             final model) and remove it yourself afterwards.
@@ -65,16 +80,41 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             that `on_train_begin` restores instead: the last or, with
             `keep_previous`, the one before.
         restored_epoch: the epoch that the last `on_train_begin` restored
-            (the number of finished epochs: training goes on at this
-            0-based epoch index), or None when it restored nothing (a fresh
-            run). `kerasseq.training.DistributedTrainer` starts there.
+            (the number of finished epochs: `fit`'s `initial_epoch`), or None
+            when it restored nothing (a fresh run).
     """
 
     def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, keep_previous=False):
-        super().__init__(backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint)
+        super().__init__()
+        if not backup_dir:
+            raise ValueError(f"backup_dir must be a directory. Received: backup_dir={backup_dir!r}")
+        if save_freq != "epoch":
+            save_freq = check_positive_int("save_freq", save_freq)
+        self.backup_dir = os.fspath(backup_dir)
+        self.save_freq = save_freq
+        self.delete_checkpoint = bool(delete_checkpoint)
         self.keep_previous = bool(keep_previous)
         self.resume_epoch = None
         self.restored_epoch = None
+        self._epoch = 0  # finished epochs: the epoch under way (0-based)
+        self._batches = 0  # batches done in that epoch
+        self._unsaved_batches = 0
+        self._expected_first_epoch = None  # the epoch `fit` must start at (after a restore)
+
+    @property
+    def _metadata_path(self):
+        return os.path.join(self.backup_dir, METADATA_FILE)
+
+    def read_metadata(self):
+        """The committed backup as a dict (`epoch`, `batch`, `weights`), or None."""
+        if not os.path.exists(self._metadata_path):
+            return None
+        with open(self._metadata_path) as handle:
+            metadata = json.load(handle)
+        weights = os.path.join(self.backup_dir, metadata.get("weights", ""))
+        if "weights" not in metadata or not os.path.exists(weights):
+            return None  # a plain Keras backup, or an incomplete one: start over
+        return metadata
 
     def backed_up_epochs(self):
         """`{epoch: weights file name}` of the backups on disk (last, and previous if kept)."""
@@ -87,26 +127,17 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
             epochs[int(previous["epoch"])] = previous["weights"]
         return epochs
 
-    # Keras calls `_load_model` from `on_train_begin` and `_save_model` at the
-    # end of every epoch (or every `save_freq` batches); both are overridden.
-    def read_metadata(self):
-        """The committed backup as a dict (`epoch`, `batch`, `weights`), or None."""
-        if not os.path.exists(self._training_metadata_path):
-            return None
-        with open(self._training_metadata_path) as handle:
-            metadata = json.load(handle)
-        weights = os.path.join(self.backup_dir, metadata.get("weights", ""))
-        if "weights" not in metadata or not os.path.exists(weights):
-            return None  # a plain Keras backup, or an incomplete one: start over
-        return metadata
-
     def completed_epochs(self):
-        """Epochs finished by the backed-up run: the epoch `fit` resumes at (0 if none)."""
+        """Epochs finished by the backed-up run: the `initial_epoch` of the resumed `fit` (0 if none).
+
+        (With `resume_epoch` set, `fit` resumes at `resume_epoch` instead.)
+        """
         metadata = self.read_metadata()
         return 0 if metadata is None else int(metadata["epoch"])
 
-    def _load_model(self):
-        self.restored_epoch = None
+    # ------------------------------------------------------------ restore
+    def on_train_begin(self, logs=None):
+        self.restored_epoch = self._expected_first_epoch = None
         if not self.model.built:
             raise ValueError(
                 "AtomicBackupAndRestore needs a built model before fit(). "
@@ -122,71 +153,101 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
                 f"{sorted(epochs) or 'none'}); the workers of a multi-worker run must share one "
                 "run directory layout and be restarted together")
         if self.model.optimizer is not None and not self.model.optimizer.built:
-            self.model.optimizer.build(self.model.trainable_variables)
+            self.model.optimizer.build(self.model.trainable_variables)  # before its state loads
         self.model.load_weights(os.path.join(self.backup_dir, epochs[epoch]))
-        self.restored_epoch = epoch
-        self._current_epoch = epoch
-        _start_keras_fit_at(self.model, epoch)
+        self.restored_epoch = self._expected_first_epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        expected, self._expected_first_epoch = self._expected_first_epoch, None
+        if expected is not None and epoch != expected:
+            how = ("initial_epoch=backup.completed_epochs()" if self.resume_epoch is None
+                   else "initial_epoch=backup.resume_epoch")
+            raise ValueError(
+                f"fit started at epoch {epoch}, but the backup in {self.backup_dir!r} restored "
+                f"the state after {expected} finished epochs: pass initial_epoch={expected} to "
+                f"fit (e.g. {how}), so that it goes on at the first unfinished epoch")
+        self._epoch, self._batches = epoch, 0
+
+    # ------------------------------------------------------------- backup
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        # `batch` is the last batch done (several with `steps_per_execution`).
+        self._unsaved_batches += batch + 1 - self._batches
+        self._batches = batch + 1
+        if self._unsaved_batches >= self.save_freq:
+            self._unsaved_batches = 0
+            self._save(batch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._epoch, self._batches = epoch + 1, 0
+        if self.save_freq == "epoch":
+            self._save(0)
 
     def on_train_end(self, logs=None):
-        super().on_train_end(logs)
-        if self.restored_epoch is not None:
-            _start_keras_fit_at(self.model, None)  # a later fit starts afresh
+        if self.delete_checkpoint and os.path.exists(self.backup_dir):
+            shutil.rmtree(self.backup_dir)
 
-    def _save_model(self):
+    def _save(self, batch):
         os.makedirs(self.backup_dir, exist_ok=True)
-        name = f"epoch-{self._current_epoch}-batch-{self._last_batch_seen}.weights.h5"
-        path = os.path.join(self.backup_dir, name)
+        name = f"epoch-{self._epoch}-batch-{batch}.weights.h5"
         replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
-                            path, suffix=".weights.h5")
-        metadata = {"epoch": self._current_epoch, "batch": self._last_batch_seen, "weights": name}
+                           os.path.join(self.backup_dir, name), suffix=".weights.h5")
+        metadata = {"epoch": self._epoch, "batch": batch, "weights": name}
         keep = {name}
         last = self.read_metadata() if self.keep_previous else None
         if last is not None and last["weights"] != name:
             # The previous *epoch*: a mid-epoch backup (`save_freq` batches) carries it forward.
             previous = ({"epoch": int(last["epoch"]), "weights": last["weights"]}
-                        if int(last["epoch"]) < self._current_epoch else last.get("previous"))
+                        if int(last["epoch"]) < self._epoch else last.get("previous"))
             if previous:
                 metadata["previous"] = previous
                 keep.add(previous["weights"])
-        write_text_atomically(self._training_metadata_path, json.dumps(metadata))
+        write_text_atomically(self._metadata_path, json.dumps(metadata))
         for other in os.listdir(self.backup_dir):
             if other.endswith(".weights.h5") and other not in keep:
                 os.remove(os.path.join(self.backup_dir, other))
 
 
-def _start_keras_fit_at(model, epoch):
-    """Make `keras.Model.fit`, which is running `on_train_begin`, start at `epoch`.
-
-    `fit` has no public way for a callback to move its first epoch: it reads
-    the model's `_initial_epoch` right after `on_train_begin`, which
-    `keras.callbacks.BackupAndRestore` sets when it restores. This is the one
-    place kerasseq writes it (for `model.fit`); kerasseq's own code reads the
-    callback's public `restored_epoch` instead. `epoch=None` resets it.
-    """
-    model._initial_epoch = epoch
-
-
 class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    """`keras.callbacks.ModelCheckpoint` that writes through a temporary file.
+    """`keras.callbacks.ModelCheckpoint` whose files appear whole or not at all.
 
-    Takes the arguments of `ModelCheckpoint`. With `save_best_only=True` after
-    a resume, pass `initial_value_threshold` = the best monitored value of
-    the epochs already run, or the first resumed epoch overwrites a better
+    Takes the arguments of `ModelCheckpoint`. Keras' callback writes into a
+    hidden staging directory next to `filepath` (its `filepath` attribute is
+    that staging pattern); after each of its epoch and batch hooks, what it
+    wrote is renamed into place with `os.replace`. With `save_best_only=True`
+    after a resume, pass `initial_value_threshold` = the best monitored value
+    of the epochs already run, or the first resumed epoch overwrites a better
     checkpoint.
     """
 
-    def _save_model(self, epoch, batch, logs):
-        filepath = self._get_file_path(epoch, batch, logs)
-        if not self._should_save_model(epoch, batch, logs, filepath):
+    def __init__(self, filepath, *args, **kwargs):
+        # The staging directory sits in the last directory of `filepath`
+        # without a {placeholder} (same file system: the rename is atomic).
+        parts = os.path.normpath(os.fspath(filepath)).split(os.sep)
+        fixed = next(i for i, part in enumerate(parts) if "{" in part or i == len(parts) - 1)
+        self._target_dir = os.sep.join(parts[:fixed]) or os.curdir
+        self._staging_dir = os.path.join(self._target_dir, f".checkpoint.tmp-{os.getpid()}")
+        super().__init__(os.path.join(self._staging_dir, *parts[fixed:]), *args, **kwargs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        super().on_train_batch_end(batch, logs)
+        self._publish()
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
+        self._publish()
+
+    def _publish(self):
+        """Move every file Keras wrote into the staging directory to its place."""
+        if not os.path.isdir(self._staging_dir):
             return
-        if self.save_weights_only:
-            replace_atomically(lambda temporary: self.model.save_weights(temporary, overwrite=True),
-                                filepath, suffix=".weights.h5")
-        else:
-            suffix = ".keras" if filepath.endswith(".keras") else ".h5"
-            replace_atomically(lambda temporary: self.model.save(temporary, overwrite=True),
-                                filepath, suffix=suffix)
+        for directory, _, names in os.walk(self._staging_dir):
+            place = os.path.join(self._target_dir, os.path.relpath(directory, self._staging_dir))
+            os.makedirs(place, exist_ok=True)
+            for name in names:
+                os.replace(os.path.join(directory, name), os.path.join(place, name))
+        shutil.rmtree(self._staging_dir)
 
 
 # ------------------------------------------------------------- history.csv

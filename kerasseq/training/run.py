@@ -315,6 +315,9 @@ class TrainingRun:
             NonFiniteLossError: the loss became NaN or inf (nothing of that
                 epoch was written; the message says what the run keeps).
         """
+        # The backup restores the state after `completed` epochs; fit goes on from there.
+        completed = self.completed_epochs()
+        callbacks = self.callbacks(callbacks, keep_checkpoints)
         try:
             if self.multi_worker:
                 from kerasseq.training.trainer import DistributedTrainer
@@ -322,13 +325,13 @@ class TrainingRun:
                 # Keras 3's fit cannot run under MultiWorkerMirroredStrategy.
                 return DistributedTrainer(model, self.strategy).fit(
                     train_data, validation_data=validation_data, epochs=epochs,
-                    callbacks=self.callbacks(callbacks, keep_checkpoints),
+                    initial_epoch=completed, callbacks=callbacks,
                     verbose=verbose if self.is_chief else 0)
             # shuffle=False: datasets are shuffled by their pipeline; Keras
             # ignores (and warns about) `shuffle` for a tf.data.Dataset.
             return model.fit(train_data, validation_data=validation_data, epochs=epochs,
-                             callbacks=self.callbacks(callbacks, keep_checkpoints),
-                             verbose=verbose, shuffle=False)
+                             initial_epoch=completed, callbacks=callbacks, verbose=verbose,
+                             shuffle=False)
         except NonFiniteLossError as error:
             finished = self.backup.completed_epochs()
             kept = (f"the {finished} finished epoch(s) (backup and history.csv)"

@@ -8,9 +8,10 @@ with several replicas is the exact distributed step of
 `kerasseq.training.distribute`) inside `strategy.run`, and drives the usual
 Keras callbacks (`History`, the progress bar, `CSVLogger`, `ModelCheckpoint`,
 `EarlyStopping`, `TensorBoard`, ...) with the same logs as `fit`. To resume,
-use `kerasseq.training.checkpoints.AtomicBackupAndRestore` (it says which
-epoch it restored in its public `restored_epoch`; Keras' own
-`BackupAndRestore` tells only `keras.Model.fit`, so it is refused here):
+use `kerasseq.training.checkpoints.AtomicBackupAndRestore` and start at the
+epoch it restores, as with `fit`: `initial_epoch=backup.completed_epochs()`
+(Keras' own `BackupAndRestore` moves only `keras.Model.fit`'s first epoch,
+through a private attribute, so it is refused here):
 
     strategy = get_strategy("multi_worker")          # TF_CONFIG on every worker
     with strategy.scope():
@@ -47,7 +48,6 @@ import keras
 import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
-from kerasseq.training.checkpoints import AtomicBackupAndRestore
 
 
 def _neutral_batch(element_spec):
@@ -267,8 +267,8 @@ class DistributedTrainer:
                 `tf.distribute.InputContext -> Dataset` of per-replica batches
                 (see the module docstring and `sharded_dataset_fn`).
             validation_data: the same kinds, or None.
-            epochs, initial_epoch, validation_freq: as in `fit`
-                (`BackupAndRestore` may move `initial_epoch` forward).
+            epochs, initial_epoch, validation_freq: as in `fit` (resuming
+                from an `AtomicBackupAndRestore`: its `completed_epochs()`).
             callbacks: list of `keras.callbacks.Callback`.
             verbose: "auto" (= 1), 0, 1 or 2, as in `fit`.
         """
@@ -290,15 +290,13 @@ class DistributedTrainer:
         steps = self._agreed_steps(local_steps)
         if steps == 0:
             raise ValueError("the training data has no batch on any worker")
-        restorers = [callback for callback in callbacks or ()
-                     if isinstance(callback, AtomicBackupAndRestore)]
         for callback in callbacks or ():
-            if (isinstance(callback, keras.callbacks.BackupAndRestore)
-                    and callback not in restorers):
+            if isinstance(callback, keras.callbacks.BackupAndRestore):
                 raise ValueError(
                     "DistributedTrainer resumes with kerasseq.training.checkpoints."
-                    "AtomicBackupAndRestore (keras.callbacks.BackupAndRestore tells only "
-                    f"keras.Model.fit which epoch it restored). Received: {callback!r}")
+                    "AtomicBackupAndRestore and initial_epoch=backup.completed_epochs() "
+                    "(keras.callbacks.BackupAndRestore moves only keras.Model.fit's first epoch). "
+                    f"Received: {callback!r}")
         callbacks = keras.callbacks.CallbackList(
             callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
             epochs=epochs, steps=steps, model=model)
@@ -307,10 +305,7 @@ class DistributedTrainer:
             with self.strategy.scope():
                 model.optimizer.build(model.trainable_variables)
         model.stop_training = False
-        callbacks.on_train_begin()
-        # kerasseq's AtomicBackupAndRestore restored its backup in on_train_begin.
-        restored = [r.restored_epoch for r in restorers if r.restored_epoch is not None]
-        initial_epoch = max(restored, default=0) or initial_epoch
+        callbacks.on_train_begin()  # (an AtomicBackupAndRestore restores its backup here)
         logs = {}
         training_logs = None
         for epoch in range(initial_epoch, epochs):

@@ -122,9 +122,10 @@ def test_scheduled_sampling_and_a_schedule_follow_the_trainer():
     assert len(history.history["loss"]) == 2
 
 
-def test_resumes_at_the_epoch_the_backup_restored(tmp_path):
-    """The trainer starts where `AtomicBackupAndRestore.restored_epoch` says (no private
-    Keras attribute), and the model is left as fit found it (a later fit starts afresh)."""
+def test_resumes_at_initial_epoch_which_the_backup_checks(tmp_path):
+    """Like `model.fit`: the trainer starts at `initial_epoch` (= the backup's
+    `completed_epochs()`), the backup restores and checks it; the model is left
+    as fit found it (a later fit starts afresh)."""
     from kerasseq.training.checkpoints import AtomicBackupAndRestore
 
     backup_dir = str(tmp_path / "backup")
@@ -134,11 +135,15 @@ def test_resumes_at_the_epoch_the_backup_restored(tmp_path):
     assert history.epoch == [0, 1] and first.restored_epoch is None
     resumed = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
     model = compiled_model()
-    history = DistributedTrainer(model).fit(dataset(), epochs=4, verbose=0, callbacks=[resumed])
+    with pytest.raises(ValueError, match="fit started at epoch 0.* pass initial_epoch=2"):
+        DistributedTrainer(model).fit(dataset(), epochs=4, verbose=0, callbacks=[resumed])
+    assert int(model.optimizer.iterations.numpy()) == 6  # restored; no step ran
+    history = DistributedTrainer(model).fit(dataset(), epochs=4, verbose=0, callbacks=[resumed],
+                                            initial_epoch=resumed.completed_epochs())
     assert resumed.restored_epoch == 2 and history.epoch == [2, 3]
-    assert resumed.completed_epochs() == 4
+    assert resumed.completed_epochs() == 4 and int(model.optimizer.iterations.numpy()) == 12
     assert model.fit(dataset(known_length=True), epochs=1, verbose=0).epoch == [0]
-    with pytest.raises(ValueError, match="AtomicBackupAndRestore"):
+    with pytest.raises(ValueError, match="AtomicBackupAndRestore and initial_epoch="):
         DistributedTrainer(compiled_model()).fit(
             dataset(), epochs=1, verbose=0,
             callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "keras_backup"))])
