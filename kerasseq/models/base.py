@@ -183,6 +183,13 @@ class Seq2SeqModel(keras.Model):
     # inputs, so `input_tensors`, `call_function` and a `clone_function`
     # that changes settings or names do not apply (use `from_config` with a
     # changed config for those).
+    # Why a private override: `clone_model` hands the constructor only the
+    # new tensors and the name, and between the two it calls no public
+    # method of the model (`clone_function` and `call_function` see layers;
+    # its serialize/deserialize path, which would call `from_config`, is
+    # never taken for a Functional model). Neither the tokenizers nor
+    # `max_target_length` can be read back from the cloned layers, so the
+    # graph run, `Functional._run_through_graph`, is where the link is made.
 
     def _run_through_graph(self, inputs, *args, **kwargs):
         outputs = super()._run_through_graph(inputs, *args, **kwargs)
