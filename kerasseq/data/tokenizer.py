@@ -76,19 +76,29 @@ def _to_string_tensor(texts, argument="texts"):
 class TokenizerBase(keras.layers.Layer):
     """What every kerasseq tokenizer shares: reserved ids, vocabulary access, ids to text.
 
-    Subclasses (`TextTokenizer`, `WordPieceTextTokenizer`) set `_vocabulary`
-    (a tuple of str, the tokens after the four reserved ones, or `None`)
-    through their `set_vocabulary`, and implement `tokenize`, `encode`,
-    `detokenize`, `adapt` and `get_config` (on top of this class's, which
-    saves `vocabulary`, `lowercase` and `max_length`). The base adds no
-    config key and is not registered, so `.keras` files and configs written
-    before it existed load unchanged.
+    Subclasses (`TextTokenizer`, `WordPieceTextTokenizer`) end their
+    constructor with `_init_vocabulary(vocabulary)` and implement the steps
+    this class's methods leave to them: `_use_vocabulary` (for
+    `set_vocabulary`), `_encode` (for `encode`), `_join` (for `detokenize`),
+    and `tokenize`, `adapt`, `from_texts` and `get_config` (on top of this
+    class's, which saves `vocabulary`, `lowercase` and `max_length`). The
+    base adds no config key and is not registered, so `.keras` files and
+    configs written before it existed load unchanged.
 
     Args:
         lowercase: bool, lower-case (or case-fold) text before splitting.
         max_length: optional int >= 1, `encode` keeps the first `max_length`
             tokens.
         **kwargs: passed to `keras.layers.Layer`.
+
+    Call arguments:
+        texts: a str, a list of str, or a `tf.string` tensor of shape `()` or
+            `(batch_size,)`.
+
+    Returns:
+        Same as `encode`: a `tf.RaggedTensor` of int32 ids of shape
+        `(batch_size, None)` for a batch, a dense `(length,)` tensor for a
+        single string.
     """
 
     def __init__(self, lowercase=False, max_length=None, **kwargs):
@@ -107,6 +117,31 @@ class TokenizerBase(keras.layers.Layer):
     # ------------------------------------------------------------------
     # Vocabulary
     # ------------------------------------------------------------------
+    def _init_vocabulary(self, vocabulary):
+        """The last step of a subclass's constructor: the vocabulary, if given."""
+        if vocabulary is not None:
+            self.set_vocabulary(vocabulary)
+        self.built = True
+
+    def set_vocabulary(self, vocabulary):
+        """Replace the vocabulary (tokens without the reserved ones, in id order).
+
+        Args:
+            vocabulary: list of str, checked as the class docstring says. The
+                first token gets id 4.
+        """
+        tokens = self._check_vocabulary(vocabulary)
+        self._use_vocabulary(tokens)
+        self._vocabulary = tuple(tokens)
+
+    @staticmethod
+    def _check_vocabulary(vocabulary):
+        return check_vocabulary(vocabulary)
+
+    def _use_vocabulary(self, tokens):
+        """Build the lookups of `tokens` (checked, without the reserved ones)."""
+        raise NotImplementedError
+
     def _require_vocabulary(self):
         if self._vocabulary is None:
             kind = type(self).__name__
@@ -169,6 +204,32 @@ class TokenizerBase(keras.layers.Layer):
             yield texts[start : start + _ADAPT_BATCH_SIZE]
 
     # ------------------------------------------------------------------
+    # Text -> ids
+    # ------------------------------------------------------------------
+    def encode(self, texts):
+        """Text to ids, without `[START]`/`[END]`, cut to `max_length`.
+
+        Tokens not in the vocabulary become `UNK_ID` (1). With
+        `lowercase=True` the text is lower-cased (case-folded) first, also
+        when `encode` is traced in a `tf.function` on a `tf.string` tensor.
+
+        Args:
+            texts: a str, a list of str, or a `tf.string` tensor of shape `()`
+                or `(batch_size,)`.
+
+        Returns:
+            `tf.RaggedTensor` of int32, shape `(batch_size, None)`; a dense
+            int32 tensor of shape `(length,)` for a scalar input.
+        """
+        self._require_vocabulary()
+        ids = self._encode(_to_string_tensor(texts))
+        return ids if self.max_length is None else ids[..., : self.max_length]
+
+    def _encode(self, texts):
+        """`tf.string` `()` or `(batch_size,)` → all the ids, as `encode` returns them."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------
     # Keras layer
     # ------------------------------------------------------------------
     def __call__(self, texts, **kwargs):
@@ -187,9 +248,21 @@ class TokenizerBase(keras.layers.Layer):
     # ------------------------------------------------------------------
     # Ids -> text
     # ------------------------------------------------------------------
-    def _detokenize_input(self, ids):
-        """`ids` (dense or ragged, rank 1 or 2) → int64 `(batch_size, length)` and
-        whether the input was a single row."""
+    def detokenize(self, ids):
+        """Ids back to text.
+
+        Each row is read up to its first `END_ID` (excluded); `PAD_ID` and
+        `START_ID` are dropped; `UNK_ID` and unknown ids become `"[UNK]"`.
+        The tokens are joined as the class docstring says.
+
+        Args:
+            ids: integer ids, dense or ragged, shape `(batch_size, length)` or
+                `(length,)`.
+
+        Returns:
+            `tf.string` tensor of shape `(batch_size,)`, or a scalar for a 1-D
+            input.
+        """
         self._require_vocabulary()
         if isinstance(ids, tf.RaggedTensor):
             ids = ids.to_tensor(default_value=PAD_ID)
@@ -199,17 +272,17 @@ class TokenizerBase(keras.layers.Layer):
         scalar = ids.shape.rank == 1
         if scalar:
             ids = ids[tf.newaxis, :]  # (1, length)
-        return tf.cast(ids, tf.int64), scalar  # (batch_size, length)
-
-    @staticmethod
-    def _detokenize_mask(ids):
-        """True for the ids to print: before the first END, not PAD or START."""
+        ids = tf.cast(ids, tf.int64)  # (batch_size, length)
+        # The ids to print: before the first END, not PAD or START.
         ends_seen = tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=1)
-        return (
-            tf.equal(ends_seen, 0)
-            & tf.not_equal(ids, PAD_ID)
-            & tf.not_equal(ids, START_ID)
-        )
+        keep = tf.equal(ends_seen, 0) & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
+        texts = self._join(ids, keep)  # (batch_size,)
+        return texts[0] if scalar else texts
+
+    def _join(self, ids, keep):
+        """int64 ids `(batch_size, length)` and the bool `keep` of the same
+        shape → the text of each row's kept ids, `tf.string` `(batch_size,)`."""
+        raise NotImplementedError
 
     def decode_to_strings(self, ids):
         """Python convenience: `detokenize` then decode to a list of `str`.
@@ -283,6 +356,19 @@ def check_flag(name, value):
         raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
 
 
+def check_max_tokens(max_tokens, optional=False):
+    """Raise unless `max_tokens` is an int > 4 (or `None`, when `optional`)."""
+    if optional and max_tokens is None:
+        return
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= len(
+        RESERVED_TOKENS
+    ):
+        raise ValueError(
+            f"`max_tokens` must be {'None or ' if optional else ''}an int > 4 (it counts the "
+            f"4 reserved ids). Received: max_tokens={max_tokens!r}"
+        )
+
+
 @keras.saving.register_keras_serializable(package="kerasseq")
 class TextTokenizer(TokenizerBase):
     """Split text into tokens and map them to integer ids (and back).
@@ -329,13 +415,8 @@ class TextTokenizer(TokenizerBase):
         **kwargs: passed to `keras.layers.Layer` (`name`, ...).
 
     Call arguments:
-        texts: a str, a list of str, or a `tf.string` tensor of shape `()` or
-            `(batch_size,)`.
-
-    Returns:
-        Same as `encode`: a `tf.RaggedTensor` of int32 ids of shape
-        `(batch_size, None)` for a batch, a dense `(length,)` tensor for a
-        single string.
+        texts: as in `encode`; calling the layer is `encode(texts)` (see
+            `TokenizerBase`).
 
     Example:
 
@@ -378,24 +459,15 @@ class TextTokenizer(TokenizerBase):
             invert=True,
             name="id_to_token",
         )
-        if vocabulary is not None:
-            self.set_vocabulary(vocabulary)
-        self.built = True
+        self._init_vocabulary(vocabulary)
 
     # ------------------------------------------------------------------
     # Vocabulary
     # ------------------------------------------------------------------
-    def set_vocabulary(self, vocabulary):
-        """Replace the vocabulary (tokens without the reserved ones, in id order).
-
-        Args:
-            vocabulary: list of str. The first token gets id 4.
-        """
-        tokens = check_vocabulary(vocabulary)
+    def _use_vocabulary(self, tokens):
         full = [START_TOKEN, END_TOKEN] + tokens
         self._token_to_id.set_vocabulary(full)
         self._id_to_token.set_vocabulary(full)
-        self._vocabulary = tuple(tokens)
 
     def adapt(self, texts, min_count=1, max_tokens=None):
         """Build the vocabulary from `texts`.
@@ -418,15 +490,7 @@ class TextTokenizer(TokenizerBase):
             `self`, so calls can be chained.
         """
         check_positive_int("min_count", min_count)
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool)
-            or not isinstance(max_tokens, int)
-            or max_tokens <= len(RESERVED_TOKENS)
-        ):
-            raise ValueError(
-                "`max_tokens` must be None or an int > 4 (it counts the 4 reserved "
-                f"ids). Received: max_tokens={max_tokens!r}"
-            )
+        check_max_tokens(max_tokens, optional=True)
         counts = collections.Counter()
         for batch in self._iterate_text_batches(texts):
             tokens = self.tokenize(batch)
@@ -452,16 +516,8 @@ class TextTokenizer(TokenizerBase):
 
     @classmethod
     def from_texts(cls, texts, min_count=1, max_tokens=None, **kwargs):
-        """Create a tokenizer and `adapt` it to `texts`.
-
-        Args:
-            texts: see `adapt`.
-            min_count: see `adapt`.
-            max_tokens: see `adapt`.
-            **kwargs: `TextTokenizer` arguments (`split`, `lowercase`, ...).
-
-        Returns:
-            A `TextTokenizer` with a vocabulary.
+        """A `TextTokenizer(**kwargs)` (`split`, `lowercase`, ...) adapted to
+        `texts` with `min_count` and `max_tokens` (see `adapt`).
 
         Example:
 
@@ -501,25 +557,8 @@ class TextTokenizer(TokenizerBase):
             texts = tf.strings.regex_replace(texts, _PUNCTUATION_PATTERN, r" \1 ")
         return tf.strings.split(texts)
 
-    def encode(self, texts):
-        """Text to ids, without `[START]`/`[END]`, cut to `max_length`.
-
-        Tokens not in the vocabulary become `UNK_ID` (1). With
-        `lowercase=True` the text is lower-cased first (see `tokenize`), also
-        when `encode` is traced in a `tf.function` on a `tf.string` tensor.
-
-        Args:
-            texts: a str, a list of str, or a `tf.string` tensor of shape `()`
-                or `(batch_size,)`.
-
-        Returns:
-            `tf.RaggedTensor` of int32, shape `(batch_size, None)`; a dense
-            int32 tensor of shape `(length,)` for a scalar input.
-        """
-        self._require_vocabulary()
+    def _encode(self, texts):
         tokens = self.tokenize(texts)
-        if self.max_length is not None:
-            tokens = tokens[..., : self.max_length]
         if isinstance(tokens, tf.RaggedTensor):
             ids = tf.ragged.map_flat_values(self._token_to_id, tokens)
             return tf.ragged.map_flat_values(tf.cast, ids, tf.int32)
@@ -528,28 +567,10 @@ class TextTokenizer(TokenizerBase):
     # ------------------------------------------------------------------
     # Ids -> text
     # ------------------------------------------------------------------
-    def detokenize(self, ids):
-        """Ids back to text.
-
-        Each row is read up to its first `END_ID` (excluded); `PAD_ID` and
-        `START_ID` are dropped; `UNK_ID` and unknown ids become `"[UNK]"`.
-        Tokens are joined with `""` (character split) or `" "` (whitespace and
-        word split).
-
-        Args:
-            ids: integer ids, dense or ragged, shape `(batch_size, length)` or
-                `(length,)`.
-
-        Returns:
-            `tf.string` tensor of shape `(batch_size,)`, or a scalar for a 1-D
-            input.
-        """
-        ids, scalar = self._detokenize_input(ids)  # (batch_size, length)
-        keep = self._detokenize_mask(ids)  # (batch_size, length)
+    def _join(self, ids, keep):
         tokens = self._id_to_token(ids)  # (batch_size, length)
         kept = tf.ragged.boolean_mask(tokens, keep)  # (batch_size, None)
-        texts = tf.strings.reduce_join(kept, axis=1, separator=self.separator)
-        return texts[0] if scalar else texts
+        return tf.strings.reduce_join(kept, axis=1, separator=self.separator)
 
     # ------------------------------------------------------------------
     # Serialization

@@ -36,6 +36,7 @@ from kerasseq.data.tokenizer import (
     TokenizerBase,
     _to_string_tensor,
     check_flag,
+    check_max_tokens,
     check_vocabulary,
 )
 
@@ -115,13 +116,8 @@ class WordPieceTextTokenizer(TokenizerBase):
         **kwargs: passed to `keras.layers.Layer` (`name`, ...).
 
     Call arguments:
-        texts: a str, a list of str, or a `tf.string` tensor of shape `()` or
-            `(batch_size,)`.
-
-    Returns:
-        Same as `encode`: a `tf.RaggedTensor` of int32 ids of shape
-        `(batch_size, None)` for a batch, a dense `(length,)` tensor for a
-        single string.
+        texts: as in `encode`; calling the layer is `encode(texts)` (see
+            `TokenizerBase`).
 
     Example:
 
@@ -147,20 +143,29 @@ class WordPieceTextTokenizer(TokenizerBase):
         # out of Keras' tracking: they hold no variable or lookup table (the
         # WordPiece model is a constant), and the config rebuilds them.
         self._python = types.SimpleNamespace(word_piece=None, tokenize=None, detokenize=None)
-        if vocabulary is not None:
-            self.set_vocabulary(vocabulary)
-        self.built = True
+        self._init_vocabulary(vocabulary)
 
     # ------------------------------------------------------------------
     # Vocabulary
     # ------------------------------------------------------------------
-    def set_vocabulary(self, vocabulary):
-        """Replace the vocabulary (pieces without the reserved tokens, in id order).
+    @staticmethod
+    def _check_vocabulary(vocabulary):
+        """The pieces of `vocabulary` as a list of str, or a `ValueError` naming the problem."""
+        pieces = check_vocabulary(vocabulary, "pieces")
+        if not pieces:
+            raise ValueError(
+                "`vocabulary` must hold at least one piece. Received an empty vocabulary; "
+                "pass None and call adapt(texts) to learn one."
+            )
+        bad = [piece for piece in pieces if piece.split() != [piece] or piece == SUFFIX_INDICATOR]
+        if bad:
+            raise ValueError(
+                "`vocabulary` pieces must be non-empty, hold no whitespace and not be the bare "
+                f"suffix indicator {SUFFIX_INDICATOR!r}. Received: {bad[:10]!r}"
+            )
+        return pieces
 
-        Args:
-            vocabulary: list of str. The first piece gets id 4.
-        """
-        pieces = _check_vocabulary(vocabulary)
+    def _use_vocabulary(self, pieces):
         word_piece = _keras_hub().tokenizers.WordPieceTokenizer(
             vocabulary=list(RESERVED_TOKENS) + pieces,
             lowercase=self.lowercase,
@@ -183,7 +188,6 @@ class WordPieceTextTokenizer(TokenizerBase):
                 autograph=False,
             ),
         )
-        self._vocabulary = tuple(pieces)
 
     def adapt(self, texts, max_tokens=DEFAULT_MAX_TOKENS):
         """Learn the vocabulary from `texts` with keras-hub's `compute_word_piece_vocabulary`.
@@ -204,13 +208,7 @@ class WordPieceTextTokenizer(TokenizerBase):
         Returns:
             `self`, so calls can be chained.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= len(
-            RESERVED_TOKENS
-        ):
-            raise ValueError(
-                "`max_tokens` must be an int > 4 (it counts the 4 reserved ids). "
-                f"Received: max_tokens={max_tokens!r}"
-            )
+        check_max_tokens(max_tokens)
         texts = _collect_texts(texts)
         vocabulary = []
         if texts:
@@ -237,41 +235,16 @@ class WordPieceTextTokenizer(TokenizerBase):
 
     @classmethod
     def from_texts(cls, texts, max_tokens=DEFAULT_MAX_TOKENS, **kwargs):
-        """Create a tokenizer and `adapt` it to `texts`.
-
-        Args:
-            texts: see `adapt`.
-            max_tokens: see `adapt`.
-            **kwargs: `WordPieceTextTokenizer` arguments (`lowercase`,
-                `strip_accents`, `max_length`, `name`).
-
-        Returns:
-            A `WordPieceTextTokenizer` with a vocabulary.
-        """
+        """A `WordPieceTextTokenizer(**kwargs)` (`lowercase`, `strip_accents`,
+        `max_length`, `name`) adapted to `texts` with `max_tokens` (see `adapt`)."""
         return cls(**kwargs).adapt(texts, max_tokens=max_tokens)
 
     # ------------------------------------------------------------------
     # Text -> ids
     # ------------------------------------------------------------------
-    def encode(self, texts):
-        """Text to piece ids, without `[START]`/`[END]`, cut to `max_length`.
-
-        Args:
-            texts: a str, a list of str, or a `tf.string` tensor of shape `()`
-                or `(batch_size,)`.
-
-        Returns:
-            `tf.RaggedTensor` of int32, shape `(batch_size, None)`; a dense
-            int32 tensor of shape `(length,)` for a scalar input.
-        """
-        self._require_vocabulary()
-        texts = _to_string_tensor(texts)
+    def _encode(self, texts):
         scalar = texts.shape.rank == 0
-        if scalar:
-            texts = texts[tf.newaxis]  # (1,)
-        ids = self._python.tokenize(texts)  # (batch_size, None)
-        if self.max_length is not None:
-            ids = ids[:, : self.max_length]
+        ids = self._python.tokenize(texts[tf.newaxis] if scalar else texts)  # (batch_size, None)
         return ids[0] if scalar else ids
 
     def tokenize(self, texts):
@@ -284,42 +257,21 @@ class WordPieceTextTokenizer(TokenizerBase):
             dense `(length,)` tensor for a scalar input.
         """
         self._require_vocabulary()
-        texts = _to_string_tensor(texts)
-        scalar = texts.shape.rank == 0
-        ids = self._python.tokenize(texts[tf.newaxis] if scalar else texts)
-        pieces = tf.ragged.map_flat_values(
-            tf.gather, tf.constant(self.get_vocabulary(), tf.string), ids
-        )  # (batch_size, None)
-        return pieces[0] if scalar else pieces
+        ids = self._encode(_to_string_tensor(texts))
+        vocabulary = tf.constant(self.get_vocabulary(), tf.string)
+        return tf.ragged.map_flat_values(tf.gather, vocabulary, ids)
 
     # ------------------------------------------------------------------
     # Ids -> text
     # ------------------------------------------------------------------
-    def detokenize(self, ids):
-        """Ids back to readable text.
-
-        Each row is read up to its first `END_ID` (excluded); `PAD_ID` and
-        `START_ID` are dropped; `UNK_ID` and ids outside the vocabulary
-        become `"[UNK]"`. `##` pieces are glued to the piece before them,
-        words are joined with one space, and punctuation is put back as the
-        class docstring describes.
-
-        Args:
-            ids: integer ids, dense or ragged, shape `(batch_size, length)` or
-                `(length,)`.
-
-        Returns:
-            `tf.string` tensor of shape `(batch_size,)`, or a scalar for a 1-D
-            input.
-        """
-        ids, scalar = self._detokenize_input(ids)  # (batch_size, length)
+    def _join(self, ids, keep):
+        """Pieces glued, words spaced and punctuation put back (class docstring)."""
         known = (ids >= 0) & (ids < self.vocabulary_size)
         ids = tf.cast(tf.where(known, ids, UNK_ID), tf.int32)  # (batch_size, length)
-        keep = self._detokenize_mask(ids)  # (batch_size, length)
         texts = self._python.detokenize(tf.ragged.boolean_mask(ids, keep))  # (batch_size,)
         for pattern, rewrite in _PUNCTUATION_RULES:
             texts = tf.strings.regex_replace(texts, pattern, rewrite)
-        return texts[0] if scalar else texts
+        return texts
 
     # ------------------------------------------------------------------
     # Serialization
@@ -328,23 +280,6 @@ class WordPieceTextTokenizer(TokenizerBase):
         config = super().get_config()
         config["strip_accents"] = self.strip_accents
         return config
-
-
-def _check_vocabulary(vocabulary):
-    """The pieces of `vocabulary` as a list of str, or a `ValueError` naming the problem."""
-    pieces = check_vocabulary(vocabulary, "pieces")
-    if not pieces:
-        raise ValueError(
-            "`vocabulary` must hold at least one piece. Received an empty vocabulary; "
-            "pass None and call adapt(texts) to learn one."
-        )
-    bad = [piece for piece in pieces if piece.split() != [piece] or piece == SUFFIX_INDICATOR]
-    if bad:
-        raise ValueError(
-            "`vocabulary` pieces must be non-empty, hold no whitespace and not be the bare "
-            f"suffix indicator {SUFFIX_INDICATOR!r}. Received: {bad[:10]!r}"
-        )
-    return pieces
 
 
 def _collect_texts(texts):

@@ -1,13 +1,9 @@
 """Pieces shared by the decoders: argument checks, running a loop, state helpers.
 
 Every decoder in `kerasseq.decoding` drives a model only through the step
-contract
-
-    step_fn(token_ids, state, step) -> (logits, new_state)
-
-with `token_ids` int32 `(batch_size,)`, `step` an int32 scalar tensor (0 when
-the start token is fed), `logits` `(batch_size, vocab_size)` and `state` a flat
-dict of tensors whose leading axis is the batch.
+contract `step_fn(token_ids, state, step) -> (logits, new_state)` (described,
+with the arguments the decoders share, in the docstring of
+`kerasseq.decoding`).
 
 The decoders keep no compiled functions (DESIGN §3): called inside a
 `tf.function` (the `Translator`'s, an export's, or the caller's own), the
@@ -190,7 +186,7 @@ def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, max_
     """Run one `tf.while_loop` that extends one hypothesis per batch row.
 
     Args:
-        step_fn: the model step, see the module docstring.
+        step_fn: the model step, see `kerasseq.decoding`.
         choose_tokens: `(masked_log_probs, logits, step) -> next_tokens` with
             `masked_log_probs` float32 `(batch_size, vocab_size)` (end token
             forbidden before `min_length`), `logits` the raw model logits and

@@ -117,30 +117,22 @@ def beam_search(
     batch of `batch_size * num_beams` rows, beams of a row adjacent.
 
     Args:
-        step_fn: `step_fn(token_ids, state, step) -> (logits, new_state)`, see
-            `greedy`. For `coverage_penalty > 0`, `new_state` must carry
-            `"attention_weights"`: float `(rows, source_length)`, this step's
-            cross-attention averaged over heads and layers; an optional
-            `"source_mask"` `(rows, source_length)` (bool or 0/1) marks real
-            source tokens.
-        state: flat dict `{str: tensor}`, every tensor with `batch_size` rows.
-        batch_size: Python int, rows in `state`, or `None` to read it from the
-            state at run time (see `greedy`).
-        start_id: int, token fed at step 0.
-        end_id: int, token that ends a hypothesis.
+        step_fn: the model's step, as in `greedy`. For `coverage_penalty > 0`,
+            `new_state` must carry `"attention_weights"`: float `(rows,
+            source_length)`, this step's cross-attention averaged over heads
+            and layers; an optional `"source_mask"` `(rows, source_length)`
+            (bool or 0/1) marks real source tokens.
+        state, batch_size, start_id, end_id: as in `greedy` (the initial
+            state, its rows, the start and end tokens).
         num_beams: int >= 1, alive hypotheses kept per row.
-        max_length: int >= 1, the most steps run (tokens generated, counting
-            the end token).
-        min_length: int in `[0, max_length]`; the end token gets probability
-            zero until `min_length` tokens were generated.
+        max_length, min_length: as in `greedy` (the most tokens generated,
+            the fewest before the end token).
         length_penalty: float alpha >= 0; 0 ranks by log-probability alone,
             larger values favour longer outputs.
         coverage_penalty: float beta >= 0; 0 disables the coverage penalty.
         num_return: int in `[1, num_beams]`, hypotheses returned per row.
         return_log_probs: bool; also return the unpenalised log-probabilities.
-        jit_compile: bool, compile the loop with XLA (see `greedy` for how the
-            decoders run eagerly and inside a `tf.function`).
-        batch_buckets: deprecated and ignored, see `greedy`.
+        jit_compile, batch_buckets: as in `greedy` (XLA; deprecated).
         shared_state: names of state tensors that are the same for every
             hypothesis of a row (source memory such as cross-attention keys
             and values) and that `step_fn` accepts untiled, with `batch_size`

@@ -6,18 +6,8 @@ from kerasseq.decoding import _common
 from kerasseq.decoding.config import SearchConfig
 
 
-def greedy(
-    step_fn,
-    state,
-    batch_size,
-    start_id,
-    end_id,
-    max_length,
-    min_length=0,
-    *,
-    jit_compile=False,
-    batch_buckets=None,
-):
+def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=0, *,
+           jit_compile=False, batch_buckets=None):
     """Decode by choosing the arg-max token at every step.
 
     At step t the decoder feeds the previous token y_{t-1} (the start token at
@@ -27,48 +17,24 @@ def greedy(
 
     until it emits `end_id` or has run `max_length` steps. Greedy search keeps
     one hypothesis per row, so it can miss a sequence whose first token looked
-    worse (see `beam_search`).
-
-    The whole loop is one `tf.while_loop`. Inside a `tf.function` (yours, or
-    the one `kerasseq.Translator` compiles) it becomes part of that graph.
-    Called eagerly it runs as a `tf.function` traced for this call alone (no
-    cache: to decode many batches, call `greedy` inside your own
-    `tf.function`, which TensorFlow reuses for every state of the same shape;
-    with `batch_size=None` and an input signature whose batch axis is `None`,
-    one graph serves every batch size).
+    worse (see `beam_search`). The arguments every decoder shares are
+    detailed under "Common arguments" in `kerasseq.decoding`.
 
     Args:
-        step_fn: `step_fn(token_ids, state, step) -> (logits, new_state)`.
-            `token_ids` int32 `(batch_size,)`, `step` int32 scalar tensor (0
-            when the start token is fed), `logits` `(batch_size, vocab_size)`
-            unnormalised, `new_state` with the keys, shapes and dtypes of
-            `state`.
-        state: flat dict `{str: tensor}`, every tensor with `batch_size` rows,
-            typically the output of the model's `encode`.
-        batch_size: Python int, rows in `state`, or `None` to read the number
-            of rows from the state tensors at run time. Use `None` inside a
-            `tf.function` traced with an unknown batch size (a SavedModel
-            signature, for instance); `batch_buckets` is then ignored.
-        start_id: int, token fed at step 0.
-        end_id: int, token that ends a hypothesis.
-        max_length: int >= 1, the most steps run (and tokens generated,
-            counting the end token).
-        min_length: int in `[0, max_length]`; the end token gets probability
-            zero until `min_length` tokens were generated.
+        step_fn: the model's step, `(token_ids, state, step) -> (logits, new_state)`.
+        state: its initial state, a flat dict of tensors with `batch_size` rows.
+        batch_size: int, or `None` to read it from `state` at run time.
+        start_id, end_id: ints, the token fed at step 0 and the one that ends
+            a hypothesis.
+        max_length: int >= 1, the most tokens generated (the end token included).
+        min_length: int, the fewest tokens generated before the end token.
         jit_compile: bool, compile the loop with XLA.
-        batch_buckets: deprecated and ignored (a `DeprecationWarning`):
-            `kerasseq.Translator` pads batches to buckets.
+        batch_buckets: deprecated and ignored.
 
     Returns:
-        `(token_ids, scores, lengths)`:
-        - `token_ids`: int32 `(batch_size, max_length)`, the generated tokens
-          without the end token; positions `>= lengths` hold 0.
-        - `scores`: float32 `(batch_size,)`, the sum of the model's
-          log-probabilities of the generated tokens, including the end token
-          when it was emitted. The end-token ban of `min_length` does not
-          renormalise these log-probabilities.
-        - `lengths`: int32 `(batch_size,)`, tokens generated before the end
-          token (`max_length` if no end token was emitted).
+        `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
+        float32 `(batch_size,)`, int32 `(batch_size,)`, as "Common results"
+        in `kerasseq.decoding` says.
 
     Example:
 

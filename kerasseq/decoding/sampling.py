@@ -7,22 +7,8 @@ from kerasseq.decoding import _common
 from kerasseq.decoding.config import SearchConfig
 
 
-def sample(
-    step_fn,
-    state,
-    batch_size,
-    start_id,
-    end_id,
-    max_length,
-    temperature=1.0,
-    top_k=0,
-    top_p=1.0,
-    seed=None,
-    min_length=0,
-    *,
-    jit_compile=False,
-    batch_buckets=None,
-):
+def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature=1.0, top_k=0,
+           top_p=1.0, seed=None, min_length=0, *, jit_compile=False, batch_buckets=None):
     """Decode by drawing every token from the (filtered) model distribution.
 
     At step t the logits z are divided by the temperature T, filtered, and the
@@ -43,15 +29,8 @@ def sample(
     the same seed than the TensorFlow kernels do).
 
     Args:
-        step_fn: `step_fn(token_ids, state, step) -> (logits, new_state)`, see
-            `greedy`.
-        state: flat dict `{str: tensor}`, every tensor with `batch_size` rows.
-        batch_size: Python int, rows in `state`, or `None` to read it from the
-            state at run time (see `greedy`).
-        start_id: int, token fed at step 0.
-        end_id: int, token that ends a hypothesis.
-        max_length: int >= 1, the most steps run (tokens generated, counting
-            the end token).
+        step_fn, state, batch_size, start_id, end_id, max_length: as in
+            `greedy` (the model's step, its state and the search limits).
         temperature: float > 0. Below 1 sharpens the distribution, above 1
             flattens it.
         top_k: int >= 0; 0 disables the top-k filter.
@@ -59,32 +38,23 @@ def sample(
         seed: int, int32 scalar tensor or `None`. `None` draws a fresh seed
             from NumPy's global generator (so `keras.utils.set_random_seed`
             makes it repeatable).
-        min_length: int in `[0, max_length]`; the end token cannot be drawn
-            until `min_length` tokens were generated.
-        jit_compile: bool, compile the loop with XLA.
-        batch_buckets: deprecated and ignored, see `greedy`. (A seeded draw
-            is repeatable for a fixed batch size; `kerasseq.Translator` pads
-            batches to buckets, so its draws may differ from a direct call's.)
+        min_length, jit_compile, batch_buckets: as in `greedy`. (A
+            seeded draw is repeatable for a fixed batch size; `kerasseq.Translator`
+            pads batches to buckets, so its draws may differ from a direct call's.)
 
     Returns:
-        `(token_ids, scores, lengths)` as in `greedy`: int32
-        `(batch_size, max_length)` 0-padded tokens without the end token,
-        float32 `(batch_size,)` sum of the model's log-probabilities (before
-        temperature and filtering) of the drawn tokens including the end
-        token, int32 `(batch_size,)` tokens before the end token.
+        `(token_ids, scores, lengths)` as `greedy` returns them; the scores
+        are the model's log-probabilities before temperature and filtering.
 
     Example:
 
     >>> import tensorflow as tf
-    >>> table = tf.math.log([[0.1, 0.1, 0.4, 0.4], [0.1, 0.1, 0.4, 0.4],
-    ...                      [0.1, 0.6, 0.2, 0.1], [0.1, 0.6, 0.1, 0.2]])
-    >>> def step_fn(token_ids, state, step):
-    ...     return tf.gather(table, token_ids), state
-    >>> state = {"unused": tf.zeros([2, 1])}
-    >>> ids, scores, lengths = sample(step_fn, state, 2, start_id=0, end_id=1,
-    ...                               max_length=6, top_k=2, seed=7)
-    >>> ids.shape
-    TensorShape([2, 6])
+    >>> logits = tf.math.log([[0.1, 0.1, 0.2, 0.6]])  # after any token
+    >>> step_fn = lambda token_ids, state, step: (tf.tile(logits, [tf.size(token_ids), 1]), state)
+    >>> ids, scores, lengths = sample(step_fn, {"unused": tf.zeros([2, 1])}, 2, start_id=0,
+    ...                               end_id=1, max_length=4, top_k=1, seed=7)
+    >>> ids.numpy().tolist()  # top_k=1 keeps only the most probable token
+    [[3, 3, 3, 3], [3, 3, 3, 3]]
     """
     _common.check_step_arguments(batch_size, start_id, end_id)
     config = SearchConfig(method="sample", max_length=max_length, min_length=min_length,

@@ -12,21 +12,12 @@ text reaches it by one path, `kerasseq.Translator` (which `translate` and
 `generate` below use; this module does not import the search).
 """
 
+import inspect
 import numbers
 import weakref
 
 import keras
 import tensorflow as tf
-
-
-def deserialize_tokenizer(tokenizer):
-    if isinstance(tokenizer, dict):
-        return keras.saving.deserialize_keras_object(tokenizer)
-    return tokenizer
-
-
-def serialize_tokenizer(tokenizer):
-    return None if tokenizer is None else keras.saving.serialize_keras_object(tokenizer)
 
 
 def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer):
@@ -53,6 +44,17 @@ def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, 
     return sizes["source"], sizes["target"]
 
 
+def build_seq2seq(model_class, source_vocab_size, target_vocab_size, source_tokenizer,
+                  target_tokenizer, **settings):
+    """What the `build_*_seq2seq` functions share: `model_class(...)` with its
+    vocabulary sizes given, or read from the tokenizers (`resolve_vocab_sizes`)."""
+    source_vocab_size, target_vocab_size = resolve_vocab_sizes(
+        source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer
+    )
+    return model_class(source_vocab_size, target_vocab_size, source_tokenizer=source_tokenizer,
+                       target_tokenizer=target_tokenizer, **settings)
+
+
 def check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size):
     if share_embeddings and source_vocab_size != target_vocab_size:
         raise ValueError(
@@ -65,9 +67,10 @@ def check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_si
 class Seq2SeqModel(keras.Model):
     """Base class of kerasseq's functional encoder–decoder models.
 
-    Subclasses build their layers and the functional training graph, call
-    `super().__init__(inputs=..., outputs=...)` and implement `encode` and
-    `decode_step`. The optional `source_tokenizer` / `target_tokenizer`
+    Subclasses build their layers and the functional training graph (see
+    "construction" below: `_training_inputs`, `_init_graph`; `get_config` and
+    `from_config` come from here) and implement `encode` and `decode_step`.
+    The optional `source_tokenizer` / `target_tokenizer`
     (`kerasseq.data.TextTokenizer`) are saved in the model's config, so a
     `.keras` file is all that is needed to translate text.
     """
@@ -81,10 +84,13 @@ class Seq2SeqModel(keras.Model):
     # model, `jit_compile="auto"` on a GPU included). They are saved through
     # `get_config`, and `kerasseq.export` tracks their lookup tables itself.
     # The translator cache (`translator_cache`) is no layer state either.
-    _UNTRACKED = ("source_tokenizer", "target_tokenizer", "translator_cache")
+    _TOKENIZERS = ("source_tokenizer", "target_tokenizer")
+    _UNTRACKED = _TOKENIZERS + ("translator_cache",)
 
     def __setattr__(self, name, value):
         if name in self._UNTRACKED:
+            if name in self._TOKENIZERS and isinstance(value, dict):  # a saved config
+                value = keras.saving.deserialize_keras_object(value)
             object.__setattr__(self, "_untracked_" + name, value)
             return
         super().__setattr__(name, value)
@@ -111,6 +117,57 @@ class Seq2SeqModel(keras.Model):
             self.translator_cache = cache = {}  # stored untracked by __setattr__
         return cache
 
+    # -------------------------------------------------------- construction
+    # A subclass's constructor takes the vocabulary sizes first and the
+    # tokenizers, `*args` and `**kwargs` last (`*args`: see cloning below),
+    # builds its layers on `_training_inputs()`, hands the training graph to
+    # `_init_graph` and stores every other argument under its own name:
+    # `get_config` reads the arguments back from those attributes.
+
+    @staticmethod
+    def _training_inputs():
+        """The inputs of the training graph: `source_ids` and `target_in_ids`.
+
+        Returns:
+            Two int32 `keras.Input`s of shape `(batch_size, None)`.
+        """
+        return (keras.Input(shape=(None,), dtype="int32", name="source_ids"),
+                keras.Input(shape=(None,), dtype="int32", name="target_in_ids"))
+
+    def _init_graph(self, inputs, outputs, source_vocab_size, target_vocab_size,
+                    source_tokenizer, target_tokenizer, **kwargs):
+        """`keras.Model`'s functional constructor, then the vocabularies.
+
+        Args:
+            inputs: the two tensors of `_training_inputs()`.
+            outputs: the logits tensor computed from them.
+            source_tokenizer, target_tokenizer: tokenizers, their saved
+                configs (dicts) or `None`.
+            **kwargs: `name` and other `keras.Model` arguments.
+        """
+        super().__init__(inputs=list(inputs), outputs=outputs, **kwargs)
+        self.source_tokenizer = source_tokenizer  # deserialized by __setattr__
+        self.target_tokenizer = target_tokenizer
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+
+    def get_config(self):
+        """`name` and every named argument of the constructor, read from the
+        attribute of the same name (tokenizers as their Keras configs)."""
+        config = {"name": self.name}
+        for name, parameter in inspect.signature(type(self).__init__).parameters.items():
+            if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL,
+                                                         parameter.VAR_KEYWORD):
+                value = getattr(self, name)
+                if name in self._TOKENIZERS and value is not None:
+                    value = keras.saving.serialize_keras_object(value)
+                config[name] = value
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
     # ------------------------------------------------------------- cloning
     # `keras.models.clone_model` runs a functional model's graph on new inputs
     # with cloned layers, then calls `type(model)(inputs, outputs, name=...)`
@@ -126,6 +183,13 @@ class Seq2SeqModel(keras.Model):
     # inputs, so `input_tensors`, `call_function` and a `clone_function`
     # that changes settings or names do not apply (use `from_config` with a
     # changed config for those).
+    # Why a private override: `clone_model` hands the constructor only the
+    # new tensors and the name, and between the two it calls no public
+    # method of the model (`clone_function` and `call_function` see layers;
+    # its serialize/deserialize path, which would call `from_config`, is
+    # never taken for a Functional model). Neither the tokenizers nor
+    # `max_target_length` can be read back from the cloned layers, so the
+    # graph run, `Functional._run_through_graph`, is where the link is made.
 
     def _run_through_graph(self, inputs, *args, **kwargs):
         outputs = super()._run_through_graph(inputs, *args, **kwargs)

@@ -102,8 +102,7 @@ class Ensemble(Seq2SeqModel):
                        for m in members]
         check_members(members)
         kwargs.setdefault("name", "ensemble")
-        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
-        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+        source_ids, target_in_ids = self._training_inputs()
         # One layer runs the members, so members may share a name (two
         # `model.keras` files of the same recipe), which a functional graph forbids.
         log_probs = MemberAverage(members, name="member_average")(source_ids, target_in_ids)
@@ -213,13 +212,9 @@ class Ensemble(Seq2SeqModel):
         return average_log_probs(log_probs), new_state
 
     # ------------------------------------------------------------ serialization
-    def get_config(self):
+    def get_config(self):  # `from_config` is Seq2SeqModel's
         return {"name": self.name,
                 "members": [keras.saving.serialize_keras_object(m) for m in self.members]}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 class MemberAverage(keras.layers.Layer):

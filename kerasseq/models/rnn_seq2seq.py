@@ -4,13 +4,7 @@ import keras
 from keras import ops
 
 from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
-from kerasseq.models.base import (
-    Seq2SeqModel,
-    check_shared_vocabulary,
-    deserialize_tokenizer,
-    resolve_vocab_sizes,
-    serialize_tokenizer,
-)
+from kerasseq.models.base import Seq2SeqModel, build_seq2seq, check_shared_vocabulary
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -53,32 +47,15 @@ class RNNSeq2Seq(Seq2SeqModel):
     with a `ValueError`.
     """
 
-    def __init__(
-        self,
-        source_vocab_size,
-        target_vocab_size,
-        embedding_dim=64,
-        units=128,
-        encoder_units=None,
-        attention="bahdanau",
-        attention_units=None,
-        bidirectional=True,
-        num_encoder_layers=1,
-        dropout=0.0,
-        share_embeddings=False,
-        sampling_probability=0.0,
-        max_target_length=64,
-        source_tokenizer=None,
-        target_tokenizer=None,
-        *args,
-        **kwargs,
-    ):
+    def __init__(self, source_vocab_size, target_vocab_size, embedding_dim=64, units=128,
+                 encoder_units=None, attention="bahdanau", attention_units=None,
+                 bidirectional=True, num_encoder_layers=1, dropout=0.0, share_embeddings=False,
+                 sampling_probability=0.0, max_target_length=64, source_tokenizer=None,
+                 target_tokenizer=None, *args, **kwargs):
         # `*args`: keras.models.clone_model calls cls(inputs, outputs, name=...)
         # (see Seq2SeqModel._init_as_clone).
         if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
             return
-        source_tokenizer = deserialize_tokenizer(source_tokenizer)
-        target_tokenizer = deserialize_tokenizer(target_tokenizer)
         check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)
         encoder_units = encoder_units or units
         shared = (
@@ -97,8 +74,7 @@ class RNNSeq2Seq(Seq2SeqModel):
             name="decoder",
         )
 
-        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
-        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+        source_ids, target_in_ids = self._training_inputs()
         encoder_outputs, final_state = encoder(source_ids)
         initial_state = bridge(final_state)
         if attention is None:
@@ -106,15 +82,10 @@ class RNNSeq2Seq(Seq2SeqModel):
         else:
             source_mask = ops.not_equal(source_ids, 0)
             logits = decoder(target_in_ids, initial_state, encoder_outputs, source_mask)
-        super().__init__(inputs=[source_ids, target_in_ids], outputs=logits, **kwargs)
+        self._init_graph((source_ids, target_in_ids), logits, source_vocab_size,
+                         target_vocab_size, source_tokenizer, target_tokenizer, **kwargs)
 
-        self.encoder = encoder
-        self.bridge = bridge
-        self.decoder = decoder
-        self.source_tokenizer = source_tokenizer
-        self.target_tokenizer = target_tokenizer
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
+        self.encoder, self.bridge, self.decoder = encoder, bridge, decoder
         self.embedding_dim = embedding_dim
         self.units = units
         self.encoder_units = encoder_units
@@ -174,30 +145,6 @@ class RNNSeq2Seq(Seq2SeqModel):
         )
         return weights
 
-    def get_config(self):
-        return {
-            "name": self.name,
-            "source_vocab_size": self.source_vocab_size,
-            "target_vocab_size": self.target_vocab_size,
-            "embedding_dim": self.embedding_dim,
-            "units": self.units,
-            "encoder_units": self.encoder_units,
-            "attention": self.attention,
-            "attention_units": self.attention_units,
-            "bidirectional": self.bidirectional,
-            "num_encoder_layers": self.num_encoder_layers,
-            "dropout": self.dropout,
-            "share_embeddings": self.share_embeddings,
-            "sampling_probability": self.sampling_probability,
-            "max_target_length": self.max_target_length,
-            "source_tokenizer": serialize_tokenizer(self.source_tokenizer),
-            "target_tokenizer": serialize_tokenizer(self.target_tokenizer),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
 
 def build_rnn_seq2seq(
     source_vocab_size=None,
@@ -235,11 +182,7 @@ def build_rnn_seq2seq(
     >>> from kerasseq.training import MaskedSparseCategoricalCrossentropy
     >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     """
-    source_vocab_size, target_vocab_size = resolve_vocab_sizes(
-        source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer
-    )
-    return RNNSeq2Seq(
-        source_vocab_size, target_vocab_size, embedding_dim=embedding_dim, units=units,
-        attention=attention, source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer, **kwargs,
+    return build_seq2seq(
+        RNNSeq2Seq, source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer,
+        embedding_dim=embedding_dim, units=units, attention=attention, **kwargs,
     )

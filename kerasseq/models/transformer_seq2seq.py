@@ -13,10 +13,9 @@ from kerasseq.layers import (
 )
 from kerasseq.models.base import (
     Seq2SeqModel,
+    build_seq2seq,
     check_shared_vocabulary,
-    deserialize_tokenizer,
     resolve_vocab_sizes,
-    serialize_tokenizer,
 )
 
 SELF_KEY, SELF_VALUE = "layer_{}_self_key", "layer_{}_self_value"
@@ -165,31 +164,14 @@ class TransformerSeq2Seq(Seq2SeqModel):
     `max_length` tokens too (`max_target_length == max_length`).
     """
 
-    def __init__(
-        self,
-        source_vocab_size,
-        target_vocab_size,
-        num_layers=2,
-        d_model=128,
-        num_heads=4,
-        dff=512,
-        dropout=0.1,
-        max_length=64,
-        share_embeddings=False,
-        tie_output=False,
-        norm_first=False,
-        layer_norm_epsilon=1e-5,
-        source_tokenizer=None,
-        target_tokenizer=None,
-        *args,
-        **kwargs,
-    ):
+    def __init__(self, source_vocab_size, target_vocab_size, num_layers=2, d_model=128,
+                 num_heads=4, dff=512, dropout=0.1, max_length=64, share_embeddings=False,
+                 tie_output=False, norm_first=False, layer_norm_epsilon=1e-5,
+                 source_tokenizer=None, target_tokenizer=None, *args, **kwargs):
         # `*args`: keras.models.clone_model calls cls(inputs, outputs, name=...)
         # (see Seq2SeqModel._init_as_clone).
         if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
             return
-        source_tokenizer = deserialize_tokenizer(source_tokenizer)
-        target_tokenizer = deserialize_tokenizer(target_tokenizer)
         _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                          dff, dropout, max_length, share_embeddings)
         block_args = dict(d_model=d_model, num_heads=num_heads, dff=dff, dropout=dropout,
@@ -215,29 +197,21 @@ class TransformerSeq2Seq(Seq2SeqModel):
             dtype="float32", name="output_projection",
         )
 
-        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
-        target_in_ids = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+        source_ids, target_in_ids = self._training_inputs()
         source_mask = ops.not_equal(source_ids, 0)
         encoder_outputs = _encoder_stack(source_embedding, source_dropout, encoder_blocks,
                                          encoder_norm, source_ids, source_mask)
         x, _ = _decoder_stack(target_embedding, target_dropout, decoder_blocks, decoder_norm,
                               target_in_ids, encoder_outputs, source_mask)
         logits = output_projection(x)
-        super().__init__(inputs=[source_ids, target_in_ids], outputs=logits, **kwargs)
+        self._init_graph((source_ids, target_in_ids), logits, source_vocab_size,
+                         target_vocab_size, source_tokenizer, target_tokenizer, **kwargs)
 
-        self.source_embedding = source_embedding
-        self.target_embedding = target_embedding
-        self.source_dropout = source_dropout
-        self.target_dropout = target_dropout
-        self.encoder_blocks = encoder_blocks
-        self.decoder_blocks = decoder_blocks
-        self.encoder_norm = encoder_norm
-        self.decoder_norm = decoder_norm
+        self.source_embedding, self.target_embedding = source_embedding, target_embedding
+        self.source_dropout, self.target_dropout = source_dropout, target_dropout
+        self.encoder_blocks, self.decoder_blocks = encoder_blocks, decoder_blocks
+        self.encoder_norm, self.decoder_norm = encoder_norm, decoder_norm
         self.output_projection = output_projection
-        self.source_tokenizer = source_tokenizer
-        self.target_tokenizer = target_tokenizer
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
@@ -390,30 +364,6 @@ class TransformerSeq2Seq(Seq2SeqModel):
         (the same shape as `RNNSeq2Seq.attention_weights`, for the plotting helpers)."""
         return ops.mean(self.cross_attention_weights(source_ids, target_in_ids), axis=1)
 
-    # -------------------------------------------------------- serialization
-    def get_config(self):
-        return {
-            "name": self.name,
-            "source_vocab_size": self.source_vocab_size,
-            "target_vocab_size": self.target_vocab_size,
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "dropout": self.dropout,
-            "max_length": self.max_length,
-            "share_embeddings": self.share_embeddings,
-            "tie_output": self.tie_output,
-            "norm_first": self.norm_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "source_tokenizer": serialize_tokenizer(self.source_tokenizer),
-            "target_tokenizer": serialize_tokenizer(self.target_tokenizer),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
 
 def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                      dff, dropout, max_length, share_embeddings):
@@ -431,22 +381,10 @@ def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, 
     check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)
 
 
-def build_transformer_seq2seq(
-    source_vocab_size=None,
-    target_vocab_size=None,
-    num_layers=2,
-    d_model=128,
-    num_heads=4,
-    dff=512,
-    dropout=0.1,
-    max_length=64,
-    share_embeddings=False,
-    tie_output=False,
-    norm_first=False,
-    source_tokenizer=None,
-    target_tokenizer=None,
-    **kwargs,
-):
+def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, num_layers=2,
+                              d_model=128, num_heads=4, dff=512, dropout=0.1, max_length=64,
+                              share_embeddings=False, tie_output=False, norm_first=False,
+                              source_tokenizer=None, target_tokenizer=None, **kwargs):
     """Build the Transformer encoder–decoder as a functional `keras.Model`.
 
     Args:
@@ -479,14 +417,9 @@ def build_transformer_seq2seq(
     >>> from kerasseq.training import MaskedSparseCategoricalCrossentropy
     >>> model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     """
-    source_vocab_size, target_vocab_size = resolve_vocab_sizes(
-        source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer
-    )
-    _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
-                     dff, dropout, max_length, share_embeddings)
-    return TransformerSeq2Seq(
-        source_vocab_size, target_vocab_size, num_layers=num_layers, d_model=d_model,
-        num_heads=num_heads, dff=dff, dropout=dropout, max_length=max_length,
-        share_embeddings=share_embeddings, tie_output=tie_output, norm_first=norm_first,
-        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, **kwargs,
+    return build_seq2seq(
+        TransformerSeq2Seq, source_vocab_size, target_vocab_size, source_tokenizer,
+        target_tokenizer, num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
+        dropout=dropout, max_length=max_length, share_embeddings=share_embeddings,
+        tie_output=tie_output, norm_first=norm_first, **kwargs,
     )
