@@ -4,9 +4,10 @@ The one validator of search settings (DESIGN §3). `kerasseq.Translator`
 takes a `SearchConfig`; the decoders of `kerasseq.decoding` (`greedy`,
 `beam_search`, `sample`), called directly, check their search limits by
 building one, and `kerasseq.export` builds one too: every message about a
-bad `num_beams`, `max_length` or `temperature` comes from here. (The CLI's
-argparse types, which must not import TensorFlow, are the only other place
-that parses these numbers.) Re-exported as `kerasseq.SearchConfig` and
+bad `num_beams`, `max_length` or `temperature` comes from here, the command
+line's included (its parser reads `--beam` and the like as plain numbers; the
+commands build a `SearchConfig` and report its message with the flag).
+Re-exported as `kerasseq.SearchConfig` and
 `kerasseq.translator.SearchConfig`.
 """
 
