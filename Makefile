@@ -21,7 +21,7 @@ demo: install
 	$(BIN)/kerasseq demo --output-dir runs/demo
 
 test: install
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 lint: install
 	$(BIN)/ruff check kerasseq tests examples benchmarks
