@@ -36,6 +36,7 @@ import os
 import shutil
 
 import keras
+import numpy as np
 
 # One atomic-write primitive for the whole package; write_text_atomically
 # stays importable from here, where it used to live.
@@ -269,33 +270,50 @@ def _read_rows(path):
     return fields, rows
 
 
-class HistoryCSVLogger(keras.callbacks.CSVLogger):
+class HistoryCSVLogger(keras.callbacks.Callback):
     """`keras.callbacks.CSVLogger(path, append=True)` that keeps columns aligned.
 
-    Keras' logger appending to an existing file writes its rows with the
-    columns of the *current* run under the header of the *first* one: a
-    resumed run that logs other keys (a metric added, validation dropped)
-    shifts every value into the wrong column. This logger compares the
-    columns first; when they differ it rewrites the file under one header
-    holding the old columns and then the new ones (the old rows get "NA" in
-    the new columns, the new rows "NA" in the columns they do not log), and
-    appends from there. `read_history` reads "NA" as NaN.
+    Writes the file Keras' logger writes (a header `epoch,<sorted log keys>`,
+    `val_` columns added when the logs have none, one row per epoch, flushed
+    at once), appending to an existing file. Keras' logger, appending, writes
+    its rows with the columns of the *current* run under the header of the
+    *first* one: a resumed run that logs other keys (a metric added,
+    validation dropped) shifts every value into the wrong column. This logger
+    compares the columns first; when they differ it rewrites the file under
+    one header holding the old columns and then the new ones (the old rows
+    get "NA" in the new columns, the new rows "NA" in the columns they do not
+    log), and appends from there. `read_history` reads "NA" as NaN. It is a
+    plain `keras.callbacks.Callback` (no internals of Keras' logger).
+
+    Args:
+        filename: str, the CSV file.
     """
 
     def __init__(self, filename):
-        super().__init__(filename, append=True)
+        super().__init__()
+        self.filename = os.fspath(filename)
+        self.columns = None
+
+    def on_train_begin(self, logs=None):
+        self.columns = None  # chosen from the first epoch's logs
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.keys is None:
-            new = _csv_logger_keys(logs or {})
+        logs = logs or {}
+        header = False
+        if self.columns is None:
             fields, rows = _read_rows(self.filename)
-            if fields:
-                old = [field for field in fields if field != "epoch"]
-                merged = old + [key for key in new if key not in old]
-                if merged != old:  # new columns: one header for old and new rows
-                    self._rewrite(["epoch", *merged], rows)
-                self.keys = merged  # in the file's order; "NA" for keys a row lacks
-        super().on_epoch_end(epoch, logs)
+            old = [field for field in fields if field != "epoch"]
+            merged = old + [key for key in _csv_logger_keys(logs) if key not in old]
+            if fields and merged != old:  # new columns: one header for old and new rows
+                self._rewrite(["epoch", *merged], rows)
+            self.columns = merged  # in the file's order; "NA" for keys a row lacks
+            header = not fields
+        row = {"epoch": epoch, **{key: _csv_value(logs.get(key, "NA")) for key in self.columns}}
+        with open(self.filename, "a", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=["epoch", *self.columns])
+            if header:
+                writer.writeheader()
+            writer.writerow(row)
 
     def _rewrite(self, fields, rows):
         def write(temporary):
@@ -304,10 +322,16 @@ class HistoryCSVLogger(keras.callbacks.CSVLogger):
                 writer.writeheader()
                 writer.writerows(rows)
 
-        self.csv_file.close()  # opened by on_train_begin on the old file
         replace_atomically(write, self.filename)
-        self.csv_file = open(self.filename, "a", newline="")  # noqa: SIM115 (closed by Keras)
-        self.append_header = False
+
+
+def _csv_value(value):
+    """A log value as Keras' CSVLogger writes it (a sequence as "[a, b]")."""
+    if isinstance(value, str) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return f"[{', '.join(map(str, value))}]"
+    return value
 
 
 def _csv_logger_keys(logs):

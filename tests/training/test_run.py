@@ -119,6 +119,26 @@ def test_history_keeps_its_columns_when_a_resumed_run_logs_other_keys(tmp_path):
         assert next(csv.reader(handle)) == rows[0]
 
 
+def test_history_file_is_what_keras_csv_logger_writes(tmp_path):
+    """Same keys, fresh file and appended run: byte for byte Keras' CSVLogger."""
+    import keras
+    import numpy as np
+
+    from kerasseq.training.checkpoints import HistoryCSVLogger
+
+    ours, theirs = str(tmp_path / "ours.csv"), str(tmp_path / "keras.csv")
+    x, y = np.ones((8, 3), "float32"), np.zeros((8, 1), "float32")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+    for initial_epoch, epochs, validation in ((0, 2, (x, y)), (2, 3, (x, y))):
+        model.fit(x, y, validation_data=validation, epochs=epochs, initial_epoch=initial_epoch,
+                  verbose=0, callbacks=[HistoryCSVLogger(ours),
+                                        keras.callbacks.CSVLogger(theirs, append=True)])
+    with open(ours, "rb") as mine, open(theirs, "rb") as keras_file:
+        assert mine.read() == keras_file.read()
+    assert read_history(ours)["epoch"] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("best_epoch, kept_best", [(2, None), (0, 0.5)])
 def test_files_of_epochs_that_run_again_are_discarded(tmp_path, best_epoch, kept_best):
     # What a kill between an epoch's files and its backup leaves (or a
