@@ -207,9 +207,15 @@ def test_demo_smoke(tmp_path):
     (["train", "--dataset", "wmt", "--output-dir", "/tmp/x"], "dataset must be 'cmudict', 'tsv:PATH', 'tfds:NAME' or 'sword[:SOURCE:TARGET]'"),
     (["evaluate", "/nonexistent/model"], "no kerasseq model"),
 ])
-def test_bad_arguments_exit_2_with_one_line(args, message):
-    line = one_line_error(kerasseq(*args))
-    assert line.startswith(f"kerasseq {args[0]}: error: ") and message in line
+def test_bad_arguments_exit_2_with_one_line(args, message, capsys):
+    """In-process `main` (the console script's stderr, TensorFlow's log lines
+    dropped, is checked by test_argparse_errors_are_nonzero and the others)."""
+    from kerasseq.cli import main
+
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"kerasseq {args[0]}: error: ") and message in captured.err
 
 
 ARGPARSE_ERRORS = [
@@ -344,26 +350,22 @@ def test_foreign_saved_model_is_one_line_error(tmp_path):
     assert f"{disguised!r}: the serving_default signature does not map" in line
 
 
-def test_tsv_dataset_trains(tmp_path):
+def test_tsv_dataset_trains_translates_and_evaluates(tmp_path, capsys):
+    """`train --dataset tsv:PATH` end to end in a process of its own; the
+    trained model then translates and `evaluate` reports BLEU and chrF."""
+    from kerasseq.cli import main
+
     pairs = tmp_path / "pairs.tsv"
-    rows = [f"go {i}\tve {i}" for i in range(40)]
-    pairs.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    pairs.write_text("".join(f"go {i}\tve {i}\n" for i in range(60)), encoding="utf-8")
     output = str(tmp_path / "tsv_model")
     result = kerasseq("train", "--dataset", f"tsv:{pairs}", "--epochs", "1",
                       "--output-dir", output, *TINY)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert kerasseq("translate", output, "go 3").returncode == 0
-
-
-def test_tsv_evaluate_reports_bleu_and_chrf(tmp_path):
-    pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("".join(f"go {i}\tve {i}\n" for i in range(60)), encoding="utf-8")
-    output = str(tmp_path / "tsv_bleu")
-    assert kerasseq("train", "--dataset", f"tsv:{pairs}", "--epochs", "1", "--output-dir", output,
-                    *TINY).returncode == 0
-    result = kerasseq("evaluate", output, "--dataset", f"tsv:{pairs}", "--split", "dev")
-    assert result.returncode == 0, result.stderr[-2000:]
-    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    capsys.readouterr()
+    assert main(["translate", output, "go 3", "--jit", "off"]) == 0
+    assert capsys.readouterr().out.startswith("go 3\t")
+    assert main(["evaluate", output, "--dataset", f"tsv:{pairs}", "--split", "dev"]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert scores["sentences"] == 3 and 0 <= scores["bleu"] <= 100 and 0 <= scores["chrf"] <= 100
 
 
