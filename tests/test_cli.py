@@ -55,6 +55,19 @@ def one_line_error(result):
     return lines[0]
 
 
+def main_error(capsys, *args):
+    """`kerasseq.cli.main(args)` in this process: exit status 2 and one line on
+    stderr (what the console script prints once TensorFlow's log lines are
+    dropped; a process of its own costs a TensorFlow import)."""
+    from kerasseq.cli import main
+
+    capsys.readouterr()
+    assert main(list(args)) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1, captured.err
+    return captured.err.rstrip("\n")
+
+
 def translations(stdout):
     """`{source: translation}` from the `source<TAB>translation` lines of translate."""
     return dict(line.split("\t") for line in stdout.splitlines())
@@ -208,14 +221,8 @@ def test_demo_smoke(tmp_path):
     (["evaluate", "/nonexistent/model"], "no kerasseq model"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message, capsys):
-    """In-process `main` (the console script's stderr, TensorFlow's log lines
-    dropped, is checked by test_argparse_errors_are_nonzero and the others)."""
-    from kerasseq.cli import main
-
-    assert main(args) == 2
-    captured = capsys.readouterr()
-    assert captured.err.count("\n") == 1, captured.err
-    assert captured.err.startswith(f"kerasseq {args[0]}: error: ") and message in captured.err
+    line = main_error(capsys, *args)
+    assert line.startswith(f"kerasseq {args[0]}: error: ") and message in line
 
 
 ARGPARSE_ERRORS = [
@@ -303,9 +310,10 @@ class Doubling(keras.layers.Layer):
         return 2 * inputs
 
 
-def test_not_a_kerasseq_model(tmp_path):
+def test_not_a_kerasseq_model(tmp_path, capsys):
     """A broken file, a .keras file with an unknown class (a multi-line Keras
-    error), and a valid Keras model that is not a kerasseq model."""
+    error; in a process of its own, which never registered the class), and a
+    valid Keras model that is not a kerasseq model."""
     directories = {name: tmp_path / name for name in ("bogus", "unknown_class", "plain_keras")}
     for directory in directories.values():
         directory.mkdir()
@@ -314,15 +322,15 @@ def test_not_a_kerasseq_model(tmp_path):
     custom.save(directories["unknown_class"] / "model.keras")
     plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     plain.save(directories["plain_keras"] / "model.keras")
-    commands = [("translate", str(directory), "cat") for directory in directories.values()]
-    results = dict(zip(directories, kerasseq_all(*commands), strict=True))
-    for name, result in results.items():
-        line = one_line_error(result)
+    lines = {name: main_error(capsys, "translate", str(directory), "cat")
+             for name, directory in directories.items() if name != "unknown_class"}
+    lines["unknown_class"] = one_line_error(
+        kerasseq("translate", str(directories["unknown_class"]), "cat"))
+    for name, line in lines.items():
         assert line.startswith("kerasseq translate: error: ") and name in line, line
-    assert "not a loadable kerasseq model" in one_line_error(results["bogus"])
-    assert "not a loadable kerasseq model" in one_line_error(results["unknown_class"])
-    assert "is a Keras model but not a kerasseq seq2seq model" in one_line_error(
-        results["plain_keras"])
+    assert "not a loadable kerasseq model" in lines["bogus"]
+    assert "not a loadable kerasseq model" in lines["unknown_class"]
+    assert "is a Keras model but not a kerasseq seq2seq model" in lines["plain_keras"]
 
 
 class Doubler(tf.Module):
@@ -331,7 +339,7 @@ class Doubler(tf.Module):
         return {"y": 2 * x}
 
 
-def test_foreign_saved_model_is_one_line_error(tmp_path):
+def test_foreign_saved_model_is_one_line_error(tmp_path, capsys):
     foreign = str(tmp_path / "foreign")
     module = Doubler()
     tf.saved_model.save(module, foreign, signatures=module.double.get_concrete_function())
@@ -341,12 +349,10 @@ def test_foreign_saved_model_is_one_line_error(tmp_path):
     os.makedirs(os.path.join(disguised, "assets.extra"))
     with open(os.path.join(disguised, "assets.extra", "kerasseq_export.json"), "w") as handle:
         json.dump({"format": "kerasseq-translator", "num_beams": 1, "method": "greedy"}, handle)
-    foreign_result, disguised_result = kerasseq_all(("translate", foreign, "cat"),
-                                                    ("translate", disguised, "cat"))
-    line = one_line_error(foreign_result)
+    line = main_error(capsys, "translate", foreign, "cat")
     assert line.startswith("kerasseq translate: error: ")
     assert f"{foreign!r} is a SavedModel but not a kerasseq translator" in line
-    line = one_line_error(disguised_result)
+    line = main_error(capsys, "translate", disguised, "cat")
     assert f"{disguised!r}: the serving_default signature does not map" in line
 
 
@@ -385,9 +391,10 @@ def test_tfds_dataset_offline_with_mock_data(tmp_path, capsys):
     assert scores["sentences"] >= 1 and 0 <= scores["bleu"] <= 100
 
 
-def test_unknown_tfds_dataset_is_one_line_error():
-    result = kerasseq("train", "--dataset", "tfds:no_such_dataset_xyz", "--output-dir", "/tmp/x")
-    assert "could not load" in one_line_error(result)
+def test_unknown_tfds_dataset_is_one_line_error(tmp_path, capsys):
+    line = main_error(capsys, "train", "--dataset", "tfds:no_such_dataset_xyz", "--output-dir",
+                      str(tmp_path / "x"))
+    assert "could not load" in line
 
 
 def test_a_run_whose_loss_becomes_nan_stops_and_saves_nothing(tmp_path):

@@ -69,7 +69,15 @@ def _run_until_killed(command, timeout=150):
     return lines
 
 
-def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
+def _main(output_dir, *extra):
+    """The command of `_command`, run by `kerasseq.cli.main` in this process (for
+    runs that train nothing: a TensorFlow import each saved)."""
+    from kerasseq.cli import main
+
+    return main([*_command(output_dir)[3:], *extra])
+
+
+def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     output = str(tmp_path / "run")
     _run_until_killed(_command(output))
 
@@ -85,11 +93,9 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
     # Resuming with other data (hence other vocabularies) is refused, in one line.
     other = tmp_path / "other.tsv"
     other.write_text("".join(f"xyz {i}\tqrs {i}\n" for i in range(40)), encoding="utf-8")
-    mismatched = subprocess.run(
-        [*_command(output), "--dataset", f"tsv:{other}"], capture_output=True, text=True,
-        timeout=150, env=_env())
-    assert mismatched.returncode == 2
-    assert "different source vocabulary" in mismatched.stderr.strip().splitlines()[-1]
+    capsys.readouterr()
+    assert _main(output, "--dataset", f"tsv:{other}") == 2
+    assert "different source vocabulary" in capsys.readouterr().err.strip().splitlines()[-1]
 
     resumed = subprocess.run(_command(output), capture_output=True, text=True, timeout=150,
                              env=_env())
@@ -108,11 +114,11 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path):
     # The same command on the finished run: nothing happens, nothing is touched.
     model_path = os.path.join(output, "model.keras")
     model_bytes, history_text = open(model_path, "rb").read(), open(history_path(output)).read()
-    again = subprocess.run(_command(output), capture_output=True, text=True, timeout=150,
-                           env=_env())
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "the run is complete (4 epochs); nothing to do" in again.stdout
-    assert _debug_epochs(again.stderr) == []
+    capsys.readouterr()
+    assert _main(output) == 0
+    again = capsys.readouterr()
+    assert "the run is complete (4 epochs); nothing to do" in again.out
+    assert _debug_epochs(again.err) == []
     assert open(model_path, "rb").read() == model_bytes
     assert open(history_path(output)).read() == history_text
 
