@@ -1,15 +1,18 @@
 """What the sentence-translation examples share (German → English on the
 FreeDict Ding pairs, Spanish → English on the SWORD Bibles): their models,
-optimizers and the handling of `--threads` and `--models`.
+optimizers, the handling of `--threads` and `--models`, and the test report.
 
 Not part of kerasseq: a helper module of `examples/` (each example imports it
 from the folder it runs in).
 """
 
+import os
+
 import keras
 import tensorflow as tf
 
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+from kerasseq.plotting import plot_learning_curves
 from kerasseq.training import (
     MaskedSparseCategoricalCrossentropy,
     MaskedTokenAccuracy,
@@ -73,10 +76,6 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
 def print_report(results, output_dir, heading, num_beams, digits, score_title="dev BLEU (greedy)"):
     """Plot the learning curves of `results["models"]` (learning_curves.png in
     `output_dir`) and print one test line per model under `heading`."""
-    import os
-
-    from kerasseq.plotting import plot_learning_curves
-
     models = results["models"]
     plot_learning_curves({name: scores["history"] for name, scores in models.items()},
                          score_title=score_title, loss_ylabel="loss (label-smoothed)",

@@ -17,6 +17,14 @@ from kerasseq.cli import CLIError, first_line
 from kerasseq.data.datasets import learn_tokenizers, load_pairs, spread_sample
 
 
+def _flag_error(error, flags):
+    """A `CLIError` for the `ValueError` of a kerasseq check, naming the flag that
+    set the argument: kerasseq's messages begin with the argument's name
+    ("num_beams must be >= 1. ..."), `flags` maps such names to flags."""
+    flag = flags.get(str(error).split(" ", 1)[0])
+    return CLIError(f"{flag}: {error}" if flag else str(error))
+
+
 # -------------------------------------------------------------------- model
 def build_model(args, source_tokenizer, target_tokenizer):
     from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
@@ -188,9 +196,7 @@ def train(args):
         source_tokenizer, target_tokenizer = run.tokenizers(
             *learn_tokenizers(args.dataset, train_pairs, args.tokenizer, args.vocabulary_size))
     except ValueError as error:
-        message = str(error)
-        raise CLIError(f"--vocabulary-size: {message}" if message.startswith("vocabulary_size")
-                       else message) from None
+        raise _flag_error(error, {"vocabulary_size": "--vocabulary-size"}) from None
     with strategy.scope():
         model = build_model(args, source_tokenizer, target_tokenizer)
         model.compile(
@@ -285,9 +291,10 @@ def _search_kwargs(args, **fields):
     from kerasseq.decoding.config import SearchConfig
 
     search = {key: value for key, value in fields.items() if value is not None}
-    if args.beam is not None:
-        search.update(method="beam", num_beams=args.beam) if args.beam != 1 else \
-            search.update(method="greedy")
+    if args.beam == 1:
+        search["method"] = "greedy"
+    elif args.beam is not None:
+        search.update(method="beam", num_beams=args.beam)
     if args.nbest is not None:
         search["num_return"] = args.nbest
     if args.length_penalty is not None:
@@ -296,8 +303,7 @@ def _search_kwargs(args, **fields):
     try:
         config = SearchConfig(**search)
     except ValueError as error:
-        flag = _SEARCH_FLAGS.get(str(error).split(" ", 1)[0])
-        raise CLIError(f"{flag}: {error}" if flag else str(error)) from None
+        raise _flag_error(error, _SEARCH_FLAGS) from None
     if config.method == "greedy":
         if config.num_return > 1:  # SearchConfig ignores num_return outside beam search
             raise CLIError(f"--nbest {config.num_return} needs --beam N with "
