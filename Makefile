@@ -24,7 +24,7 @@ test: install
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 lint: install
-	$(BIN)/ruff check kerasseq tests examples benchmarks
+	$(BIN)/ruff check kerasseq kerasseq_cli tests examples benchmarks
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

@@ -3,48 +3,41 @@
 Subpackages: `kerasseq.layers`, `kerasseq.models`, `kerasseq.decoding`,
 `kerasseq.data`, `kerasseq.training`, `kerasseq.evaluation`.
 
-The public names are imported lazily (PEP 562): `import kerasseq` loads
-neither TensorFlow nor Keras (so `kerasseq --help` answers at once); the
-first use of a name, `kerasseq.Translator` say, imports what it needs.
+`import kerasseq` imports them (and TensorFlow) and so registers every
+serializable class with Keras: after it, `keras.models.load_model` loads any
+kerasseq model, whether built by `build_rnn_seq2seq` /
+`build_transformer_seq2seq` or wired by hand from kerasseq layers, with its
+tokenizers and its compiled loss, metric and schedule (Keras imports the
+module named in a `.keras` file by itself only for its own packages, so every
+other package registers its classes when imported, as keras-hub does). The
+command line's parser is the separate package `kerasseq_cli` (standard
+library only), so `kerasseq --help` needs none of this.
 """
 
-import importlib
-import importlib.util
-
-from kerasseq import _backend_check  # noqa: F401  (chooses the TensorFlow backend; stdlib only)
+from kerasseq import (
+    _backend_check,  # noqa: F401  (chooses the TensorFlow backend; before Keras)
+    data,
+    decoding,
+    evaluation,
+    layers,
+    models,
+    training,
+)
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq, translate
+from kerasseq.translator import SearchConfig, Translator
 
 __version__ = "0.1.0"
 
-# {public name: (module, attribute in it, or None for the module itself)}
-_LAZY = {
-    "SearchConfig": ("kerasseq.translator", "SearchConfig"),
-    "Translator": ("kerasseq.translator", "Translator"),
-    "build_rnn_seq2seq": ("kerasseq.models", "build_rnn_seq2seq"),
-    "build_transformer_seq2seq": ("kerasseq.models", "build_transformer_seq2seq"),
-    "data": ("kerasseq.data", None),
-    "decoding": ("kerasseq.decoding", None),
-    "layers": ("kerasseq.layers", None),
-    "models": ("kerasseq.models", None),
-    "training": ("kerasseq.training", None),
-    "translate": ("kerasseq.models", "translate"),
-}
-
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        # Any other submodule (`kerasseq.evaluation`, `kerasseq.export`, ...), as
-        # when this package imported its subpackages eagerly.
-        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
-            return importlib.import_module(f"{__name__}.{name}")
-        raise AttributeError(f"module 'kerasseq' has no attribute {name!r}")
-    module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value  # the next access does not come here
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__all__ = [
+    "SearchConfig",
+    "Translator",
+    "build_rnn_seq2seq",
+    "build_transformer_seq2seq",
+    "data",
+    "decoding",
+    "evaluation",
+    "layers",
+    "models",
+    "training",
+    "translate",
+]

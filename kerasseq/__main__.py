@@ -1,8 +1,8 @@
-"""`python -m kerasseq ...`: the `kerasseq` command line (see `kerasseq.cli`)."""
+"""`python -m kerasseq ...`: the `kerasseq` command line (see `kerasseq_cli`)."""
 
 import sys
 
-from kerasseq.cli import main
+from kerasseq_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

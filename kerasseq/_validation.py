@@ -3,7 +3,7 @@
 Each error names the argument, what was received and what was expected:
 `ValueError("num_beams must be >= 1. Received: num_beams=0")`. This module
 imports nothing from kerasseq, so layers, data, models, decoding and the
-training code can all use it. (The command line's parser, `kerasseq.cli`,
+training code can all use it. (The command line's parser, `kerasseq_cli`,
 parses text arguments with the standard library only, so that `--help` needs
 no TensorFlow; its argparse types check the training options, while search
 settings go to `SearchConfig`.)

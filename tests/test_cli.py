@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -56,10 +57,10 @@ def one_line_error(result):
 
 
 def main_error(capsys, *args):
-    """`kerasseq.cli.main(args)` in this process: exit status 2 and one line on
+    """`kerasseq_cli.main(args)` in this process: exit status 2 and one line on
     stderr (what the console script prints once TensorFlow's log lines are
     dropped; a process of its own costs a TensorFlow import)."""
-    from kerasseq.cli import main
+    from kerasseq_cli import main
 
     capsys.readouterr()
     assert main(list(args)) == 2
@@ -187,8 +188,8 @@ def test_evaluate_refuses_a_dataset_with_another_vocabulary(trained_dir, tmp_pat
 
 
 def test_unknown_token_rate():
-    from kerasseq.cli.commands import unknown_token_rate
     from kerasseq.data import TextTokenizer
+    from kerasseq_cli.commands import unknown_token_rate
 
     tokenizer = TextTokenizer.from_texts(["abc"], split="character")
     assert unknown_token_rate(tokenizer, ["abx", "αβ", "c"]) == (3, 6)
@@ -249,7 +250,7 @@ ARGPARSE_ERRORS = [
 @pytest.mark.parametrize("args, message, prog", ARGPARSE_ERRORS,
                          ids=[" ".join(args) or "no-command" for args, _, _ in ARGPARSE_ERRORS])
 def test_argparse_error_is_one_line(args, message, prog, capsys):
-    from kerasseq.cli import main
+    from kerasseq_cli import main
 
     with pytest.raises(SystemExit) as raised:
         main(args)
@@ -286,7 +287,7 @@ def test_search_settings_are_checked_by_search_config(args, message, capsys):
     """The CLI parses search flags as numbers; `SearchConfig`, the one validator,
     checks them before any model is loaded (/tmp/x does not exist), and the
     one-line error names the flag."""
-    from kerasseq.cli import main
+    from kerasseq_cli import main
 
     assert main(args) == 2
     assert capsys.readouterr().err == f"kerasseq {args[0]}: error: {message}\n"
@@ -359,7 +360,7 @@ def test_foreign_saved_model_is_one_line_error(tmp_path, capsys):
 def test_tsv_dataset_trains_translates_and_evaluates(tmp_path, capsys):
     """`train --dataset tsv:PATH` end to end in a process of its own; the
     trained model then translates and `evaluate` reports BLEU and chrF."""
-    from kerasseq.cli import main
+    from kerasseq_cli import main
 
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"go {i}\tve {i}\n" for i in range(60)), encoding="utf-8")
@@ -378,7 +379,7 @@ def test_tsv_dataset_trains_translates_and_evaluates(tmp_path, capsys):
 def test_tfds_dataset_offline_with_mock_data(tmp_path, capsys):
     import tensorflow_datasets as tfds
 
-    from kerasseq.cli import main
+    from kerasseq_cli import main
 
     output = str(tmp_path / "tfds_model")
     dataset = "tfds:ted_hrlr_translate/pt_to_en"
@@ -411,39 +412,55 @@ def test_a_run_whose_loss_becomes_nan_stops_and_saves_nothing(tmp_path):
 
 
 def test_help_answers_without_tensorflow():
-    """`kerasseq --help` and every command's --help: no TensorFlow import, well under 1 s."""
-    code = ("import sys, kerasseq.cli\n"
+    """`kerasseq --help` and every command's --help: neither kerasseq nor TensorFlow is
+    imported (the console script is `kerasseq_cli:main`, outside the kerasseq package)."""
+    code = ("import sys, kerasseq_cli\n"
             "for argv in ([], ['train'], ['translate'], ['evaluate'], ['export'], ['average'],\n"
             "             ['demo']):\n"
             "    try:\n"
-            "        kerasseq.cli.main(argv + ['--help'])\n"
+            "        kerasseq_cli.main(argv + ['--help'])\n"
             "    except SystemExit as done:\n"
             "        assert done.code == 0, argv\n"
-            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+            "assert not {'tensorflow', 'keras', 'kerasseq'} & set(sys.modules), sorted(\n"
+            "    m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'kerasseq'))\n"
             "print('ok')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr
 
 
-@pytest.mark.parametrize("module", ["kerasseq", "kerasseq.cli"])
-def test_python_m_help_answers_without_tensorflow(module):
-    """`python -m kerasseq --help` (and the older `python -m kerasseq.cli`): usage on
-    stdout, exit 0, TensorFlow never imported (`-X importtime` lists every import)."""
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", module, "train", "--help"],
-                            capture_output=True, text=True, timeout=60)
+def test_python_m_help_answers_without_tensorflow():
+    """`python -m kerasseq_cli --help`: usage on stdout, exit 0, TensorFlow never
+    imported (`-X importtime` lists every import)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "kerasseq_cli", "train",
+                             "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("usage: kerasseq train")
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "kerasseq.cli" in imported
-    assert not {"tensorflow", "keras", "kerasseq.cli.commands"} & imported
+    assert "kerasseq_cli" in imported
+    assert not {"tensorflow", "keras", "kerasseq", "kerasseq_cli.commands"} & imported
+
+
+def test_console_script_is_the_parser_package():
+    """setup.cfg's console script is `kerasseq_cli:main` and `python -m kerasseq`
+    runs the same `main` (after importing kerasseq, which registers its classes)."""
+    import configparser
+
+    import kerasseq.__main__
+    import kerasseq_cli
+
+    config = configparser.ConfigParser()
+    config.read(pathlib.Path(__file__).parents[1] / "setup.cfg")
+    assert config["options.entry_points"]["console_scripts"].split() == [
+        "kerasseq", "=", "kerasseq_cli:main"]
+    assert kerasseq.__main__.main is kerasseq_cli.main
 
 
 def test_defaults_live_in_the_parser():
     """Every option a command reads has its default in the parser (no getattr fallbacks):
     `demo` trains like `train`, so it parses the same run options."""
-    from kerasseq.cli import make_parser
+    from kerasseq_cli import make_parser
 
     parser = make_parser()
     train = vars(parser.parse_args(["train", "--output-dir", "/tmp/x"]))
@@ -495,7 +512,7 @@ def test_tsv_with_invalid_utf8_is_a_one_line_error_or_skipped(tmp_path):
         load_pairs(f"tsv:{path}", "train")
     pairs, _ = load_pairs(f"tsv:{path}", "train", on_bad_line="skip")
     assert all("caf" not in source for source, _ in pairs)
-    from kerasseq.cli import make_parser
+    from kerasseq_cli import make_parser
 
     args = make_parser().parse_args(["train", "--output-dir", "/tmp/x", "--on-bad-line", "skip"])
     assert args.on_bad_line == "skip"

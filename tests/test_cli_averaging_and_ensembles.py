@@ -1,6 +1,6 @@
 """`kerasseq train --keep-checkpoints`, `kerasseq average` and ensembles in the CLI.
 
-The commands run in this process through `kerasseq.cli.main` (the parser
+The commands run in this process through `kerasseq_cli.main` (the parser
 and the handlers of the console script); `tests/test_cli.py` covers the
 console entry point itself in subprocesses.
 """
@@ -12,10 +12,10 @@ import keras
 import numpy as np
 import pytest
 
-from kerasseq.cli import main
 from kerasseq.data import TextTokenizer
 from kerasseq.models import Ensemble, build_rnn_seq2seq
 from kerasseq.training import average_checkpoints
+from kerasseq_cli import main
 from tests.test_cli import TINY
 
 WORDS = ["cat", "dog", "tree"]

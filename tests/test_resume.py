@@ -70,9 +70,9 @@ def _run_until_killed(command, timeout=150):
 
 
 def _main(output_dir, *extra):
-    """The command of `_command`, run by `kerasseq.cli.main` in this process (for
+    """The command of `_command`, run by `kerasseq_cli.main` in this process (for
     runs that train nothing: a TensorFlow import each saved)."""
-    from kerasseq.cli import main
+    from kerasseq_cli import main
 
     return main([*_command(output_dir)[3:], *extra])
 
@@ -134,8 +134,8 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     assert summary["initial_epoch"] == 4 and summary["epochs_run"] == 1
     assert len(summary["history"]["loss"]) == 5
 
-    from kerasseq.cli.commands import load_model
     from kerasseq.data import learn_tokenizers, load_pairs
+    from kerasseq_cli.commands import load_model
 
     with open(os.path.join(output, "tokenizers.json")) as handle:
         assert json.load(handle) == first_tokenizers
@@ -160,7 +160,7 @@ def test_truncate_history_keeps_one_row_per_finished_epoch(tmp_path):
 
 @pytest.mark.parametrize("argv", [["--strategy", "tpu"], ["--slow-batches", "x"]])
 def test_bad_training_options_are_argparse_errors(argv):
-    from kerasseq.cli import make_parser
+    from kerasseq_cli import make_parser
 
     with pytest.raises(SystemExit) as raised:
         make_parser().parse_args(["train", "--output-dir", "/tmp/x", *argv])
@@ -168,7 +168,7 @@ def test_bad_training_options_are_argparse_errors(argv):
 
 
 def test_slow_batches_is_hidden_and_strategy_documented():
-    from kerasseq.cli import make_parser
+    from kerasseq_cli import make_parser
 
     commands = make_parser()._subparsers._group_actions[0].choices
     text = commands["train"].format_help()

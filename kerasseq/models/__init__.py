@@ -1,9 +1,8 @@
 """kerasseq models: functional encoder–decoders with the decoding contract."""
 
 # A saved model holds its tokenizers and, compiled, kerasseq's loss, metric and
-# schedule: importing the models registers those classes too, so that
-# `import kerasseq.models` is enough before `keras.models.load_model`
-# (`import kerasseq` itself imports nothing eagerly).
+# schedule: importing the models registers those classes too (as does
+# `import kerasseq`, which imports this package).
 from kerasseq import data as _data  # noqa: F401
 from kerasseq import training as _training  # noqa: F401
 from kerasseq.models.base import Seq2SeqModel

@@ -345,8 +345,8 @@ def test_export_loads_and_translates_with_tensorflow_text_and_without_kerasseq(
 
 
 def test_cli_trains_and_translates_with_wordpiece(tmp_path, capsys):
-    from kerasseq.cli import main
-    from kerasseq.cli.commands import load_model
+    from kerasseq_cli import main
+    from kerasseq_cli.commands import load_model
 
     data = tmp_path / "pairs.tsv"
     data.write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS * 4), encoding="utf-8")

@@ -1,9 +1,9 @@
 """The commands of the `kerasseq` command line (train, translate, evaluate, demo,
-export, average); `kerasseq.cli` parses the arguments and calls them.
+export, average); `kerasseq_cli` parses the arguments and calls them.
 
-Imported by `kerasseq.cli.main` only when a command runs: this module imports
+Imported by `kerasseq_cli.main` only when a command runs: this module imports
 TensorFlow (through kerasseq). The defaults of every option live in the
-parser (`kerasseq.cli.make_parser`); the commands read `args.NAME`. A user
+parser (`kerasseq_cli.make_parser`); the commands read `args.NAME`. A user
 error is a `CLIError` (or a `ValueError` / `FileNotFoundError`), which `main`
 prints as one line, `kerasseq COMMAND: error: ...`, with exit status 2.
 """
@@ -13,8 +13,9 @@ import os
 import sys
 import time
 
-from kerasseq.cli import CLIError, first_line
+from kerasseq._messages import first_line
 from kerasseq.data.datasets import learn_tokenizers, load_pairs, spread_sample
+from kerasseq_cli import CLIError
 
 
 def _flag_error(error, flags):

@@ -10,13 +10,17 @@
     kerasseq translate runs/g2p/model.keras,runs/g2p_b/model.keras hello   # an ensemble
     kerasseq demo
 
-Entry points: the `kerasseq` console script (`kerasseq.cli:main`),
-`python -m kerasseq` and `python -m kerasseq.cli`.
+Entry points: the `kerasseq` console script (`kerasseq_cli:main`),
+`python -m kerasseq_cli` and `python -m kerasseq`.
 
-`kerasseq --help`, `kerasseq COMMAND --help` and argument errors are answered
-here, before anything heavy is imported (`import kerasseq` loads its public
-names lazily, so this package imports neither TensorFlow nor Keras). Only a
-command that runs imports `kerasseq.cli.commands`, where the commands live.
+Why a package of its own, beside `kerasseq`: `import kerasseq` registers
+every serializable class with Keras (so `keras.models.load_model` finds
+them), which imports TensorFlow, several seconds. This package is standard
+library only and outside `kerasseq`, so `kerasseq --help`, `kerasseq
+COMMAND --help` and argument errors are answered before anything heavy is
+imported; only a command that runs imports `kerasseq_cli.commands` (and with
+it kerasseq and TensorFlow). `python -m kerasseq` runs the same `main`, after
+the package import.
 The parser holds every option's default: the commands read `args.NAME`. The
 command line silences TensorFlow's native logging (`TF_CPP_MIN_LOG_LEVEL=3`
 and, for the lines TensorFlow 2.21 prints regardless, `quiet_native_logs`)
@@ -33,8 +37,6 @@ import importlib
 import math
 import os
 import sys
-
-from kerasseq._messages import first_line
 
 
 class CLIError(Exception):
@@ -331,28 +333,15 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported
     with quiet_native_logs() if quiet else contextlib.nullcontext():
         try:
-            commands = importlib.import_module("kerasseq.cli.commands")  # imports TensorFlow
+            commands = importlib.import_module("kerasseq_cli.commands")  # imports TensorFlow
             getattr(commands, args.handler)(args)
         except CLIError as error:
             print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
             return 2
         except (ValueError, FileNotFoundError) as error:
+            from kerasseq._messages import first_line  # (kerasseq is imported by now)
+
             print(f"kerasseq {args.command}: error: {first_line(error)}", file=sys.stderr)
             return 2
     return 0
 
-
-def __getattr__(name):
-    """The commands' helpers (`load_model`, `train`, ...) under their old address.
-
-    They lived in the module `kerasseq.cli` before it became a package; they
-    now live in `kerasseq.cli.commands` (which imports TensorFlow, so only
-    when asked for).
-    """
-    if name.startswith("__") or name == "commands":  # (the import system asks for these)
-        raise AttributeError(f"module 'kerasseq.cli' has no attribute {name!r}")
-    commands = importlib.import_module("kerasseq.cli.commands")
-    try:
-        return getattr(commands, name)
-    except AttributeError:
-        raise AttributeError(f"module 'kerasseq.cli' has no attribute {name!r}") from None

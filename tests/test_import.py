@@ -1,0 +1,123 @@
+"""`import kerasseq` registers every serializable class with Keras.
+
+Keras imports the module named in a `.keras` file by itself only for its own
+packages (`keras`, `keras_hub`, ...): every other package registers its
+classes when it is imported. So after the conventional
+
+    import keras, kerasseq
+    model = keras.models.load_model("model.keras")
+
+any kerasseq model loads, in a fresh process that imported nothing else:
+one built by `build_rnn_seq2seq` (compiled: tokenizers, loss, metric) and one
+wired by hand from `LSTMEncoder`, `Bridge` and `GRUDecoder` with the
+functional API. The command line's parser (`kerasseq_cli`) stays free of
+TensorFlow: tests/test_cli.py checks `--help`.
+"""
+
+import ast
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+
+import kerasseq
+
+PACKAGE = pathlib.Path(kerasseq.__file__).parent
+
+
+def _run(code, timeout=300):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("KERAS_BACKEND", None)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def _registered_classes_in_source():
+    """`package>Name` of every class decorated with register_keras_serializable,
+    read from the source files (not from the registry the test checks)."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for decorator in node.decorator_list:
+                if (isinstance(decorator, ast.Call)
+                        and getattr(decorator.func, "attr", getattr(decorator.func, "id", ""))
+                        == "register_keras_serializable"):
+                    package = next((k.value.value for k in decorator.keywords
+                                    if k.arg == "package"), "Custom")
+                    names.add(f"{package}>{node.name}")
+    return names
+
+
+def test_import_kerasseq_registers_every_serializable_class():
+    expected = _registered_classes_in_source()
+    assert len(expected) >= 20 and "kerasseq>TransformerSeq2Seq" in expected, expected
+    registered = set(_run("import json, keras, kerasseq\n"
+                          "print(json.dumps(sorted(keras.saving.get_custom_objects())))\n")
+                     .strip().strip("[]").replace('"', "").split(", "))
+    assert expected - registered == set()
+
+
+def _hand_wired_model():
+    from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
+
+    source = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+    target_in = keras.Input(shape=(None,), dtype="int32", name="target_in_ids")
+    outputs, final_state = LSTMEncoder(vocab_size=12, embedding_dim=4, units=5)(source)
+    initial_state = Bridge(units=6)(final_state)
+    decoder_outputs = GRUDecoder(vocab_size=11, embedding_dim=4, units=6)(
+        target_in, initial_state)
+    if isinstance(decoder_outputs, (list, tuple)):  # (outputs, state)
+        decoder_outputs = decoder_outputs[0]
+    logits = keras.layers.Dense(11)(decoder_outputs)
+    return keras.Model([source, target_in], logits)
+
+
+def test_conventional_load_model_in_a_fresh_process(tmp_path):
+    from kerasseq.data import TextTokenizer
+    from kerasseq.models import build_rnn_seq2seq
+    from kerasseq.training import (
+        MaskedSparseCategoricalCrossentropy,
+        MaskedTokenAccuracy,
+    )
+
+    keras.utils.set_random_seed(0)
+    built = build_rnn_seq2seq(
+        embedding_dim=4, units=6, attention="bahdanau",
+        source_tokenizer=TextTokenizer.from_texts(["abc", "cab"], split="character"),
+        target_tokenizer=TextTokenizer.from_texts(["xyz", "zyx"], split="character"))
+    built.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+                  metrics=[MaskedTokenAccuracy()])
+    wired = _hand_wired_model()
+    source = np.array([[3, 4, 5, 0]], dtype="int32")
+    target_in = np.array([[1, 4, 5]], dtype="int32")
+    expected = {}
+    for name, model in (("built", built), ("wired", wired)):
+        model.save(tmp_path / f"{name}.keras")
+        expected[name] = np.asarray(model([source, target_in]))
+        np.save(tmp_path / f"{name}.npy", expected[name])
+    code = f"""
+import sys
+import keras, kerasseq
+import numpy as np
+source = np.array([[3, 4, 5, 0]], dtype="int32")
+target_in = np.array([[1, 4, 5]], dtype="int32")
+for name in ("built", "wired"):
+    model = keras.models.load_model({str(tmp_path)!r} + f"/{{name}}.keras")
+    logits = np.asarray(model([source, target_in]))
+    assert np.allclose(logits, np.load({str(tmp_path)!r} + f"/{{name}}.npy"), atol=1e-6), name
+    print(name, type(model).__name__)
+built = keras.models.load_model({str(tmp_path)!r} + "/built.keras")
+print("loss", type(built.loss).__name__)
+print("tokens", built.source_tokenizer.vocabulary)
+"""
+    out = _run(code)
+    assert "built RNNSeq2Seq" in out and "wired Functional" in out, out
+    assert "loss MaskedSparseCategoricalCrossentropy" in out, out
+    assert "tokens ['a', 'b', 'c']" in out, out
