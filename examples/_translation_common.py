@@ -73,13 +73,16 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
     return model
 
 
-def print_report(results, output_dir, heading, num_beams, digits, score_title="dev BLEU (greedy)"):
+def print_report(results, output_dir, heading, num_beams, digits, score_title="dev BLEU (greedy)",
+                 x=None, x_label=None):
     """Plot the learning curves of `results["models"]` (learning_curves.png in
-    `output_dir`) and print one test line per model under `heading`."""
+    `output_dir`; against the history key `x` instead of epochs when given)
+    and print one test line per model under `heading`."""
     models = results["models"]
     plot_learning_curves({name: scores["history"] for name, scores in models.items()},
                          score_title=score_title, loss_ylabel="loss (label-smoothed)",
-                         path=os.path.join(output_dir, "learning_curves.png"))
+                         path=os.path.join(output_dir, "learning_curves.png"), x=x,
+                         x_label=x_label)
     print(heading)
     for name, scores in models.items():
         averaged = f", averaged: {scores['averaged']}" if "averaged" in scores else ""

@@ -25,8 +25,16 @@ the New Testament, and on one-to-one links only (an English word with one
 Strong's link to a Spanish word that has no other). For the Transformer
 every decoder layer and head is scored, and their averages.
 
-Writes OUTPUT_DIR/alignments.json, OUTPUT_DIR/alignments.md (the table) and
-OUTPUT_DIR/alignment_VERSE.png (a verse's attention with its Strong's links).
+Writes OUTPUT_DIR/alignments.json (every score, each model's best aligner
+and its distance to eflomal), OUTPUT_DIR/alignments.md (the table, best F1
+first) and, for one verse (`--plot-verse`, by default one chosen by its
+Strong's links alone), each model's attention with the verse's Strong's links
+drawn on it and, for a Transformer, every layer's every head
+(alignment_NAME_VERSE.png, alignment_NAME_VERSE_heads.png; with
+`--figures-dir`, also bible_attention_NAME.png and bible_attention_heads.png
+there). Models are loaded with `keras.models.load_model` after kerasseq's
+import, as a user loads them; `--smoke` saves and loads its tiny model the
+same way.
 """
 
 import argparse
@@ -64,9 +72,13 @@ def score(predicted, pairs):
     result = alignment_scores(predicted, gold)
     result["hit_rate"], result["hit_words"] = target_word_hit_rate(predicted, gold)
     testament = [pair.testament == 2 for pair in pairs]
-    result["hit_rate_new_testament"], _ = target_word_hit_rate(
-        [p for p, keep in zip(predicted, testament, strict=True) if keep],
-        [g for g, keep in zip(gold, testament, strict=True) if keep])
+    new_predicted = [p for p, keep in zip(predicted, testament, strict=True) if keep]
+    new_gold = [g for g, keep in zip(gold, testament, strict=True) if keep]
+    if new_gold:
+        result["new_testament"] = {key: value for key, value in
+                                   alignment_scores(new_predicted, new_gold).items()
+                                   if key in ("precision", "recall", "f1", "aer")}
+    result["hit_rate_new_testament"], _ = target_word_hit_rate(new_predicted, new_gold)
     result["hit_rate_one_to_one"], result["one_to_one_words"] = target_word_hit_rate(
         predicted, [one_to_one(links) for links in gold])
     return result
@@ -141,16 +153,10 @@ def plot_verse(pair, weights, title, path):
                              max(4.0, 0.28 * len(pair.target_words) + 1.5)),
                     layout="constrained")
     ax = figure.add_subplot(1, 1, 1)
-    ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(len(pair.source_words)), pair.source_words, rotation=90, fontsize=8)
-    ax.set_yticks(range(len(pair.target_words)), pair.target_words, fontsize=8)
-    if pair.links:
-        ax.scatter([i for i, _ in pair.links], [j for _, j in pair.links], s=26,
-                   facecolors="none", edgecolors="white", linewidths=1.2, label="Strong's link")
-        ax.legend(loc="lower left", fontsize=7)
-    predicted = links_from_weights(weights)
-    ax.scatter([i for i, _ in predicted], [j for _, j in predicted], s=6, c="red",
-               label="arg-max")
+    _draw_links(ax, pair, weights)
+    ax.scatter([], [], s=22, facecolors="none", edgecolors="black", label="Strong's link")
+    ax.scatter([], [], s=5, c="red", label="arg-max of the attention")
+    ax.legend(loc="lower left", fontsize=7)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("Spanish (source)")
     ax.set_ylabel("English (target)")
@@ -158,14 +164,75 @@ def plot_verse(pair, weights, title, path):
 
 
 def markdown_table(scores, order):
-    lines = ["| aligner | precision | recall | F1 | AER | hit rate | hit rate NT | "
-             "hit rate 1-to-1 |", "|---|---|---|---|---|---|---|---|"]
+    """All links: precision, recall, F1, AER, hit rate; the New Testament's F1,
+    AER and hit rate; the hit rate on one-to-one links."""
+    lines = ["| aligner | precision | recall | F1 | AER | hit rate | NT F1 | NT AER | NT hit rate "
+             "| 1-to-1 hit rate |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name in order:
         s = scores[name]
+        nt = s.get("new_testament", {"f1": float("nan"), "aer": float("nan")})
         lines.append(f"| {name} | {s['precision']:.3f} | {s['recall']:.3f} | {s['f1']:.3f} | "
-                     f"{s['aer']:.3f} | {s['hit_rate']:.3f} | {s['hit_rate_new_testament']:.3f} "
-                     f"| {s['hit_rate_one_to_one']:.3f} |")
+                     f"{s['aer']:.3f} | {s['hit_rate']:.3f} | {nt['f1']:.3f} | {nt['aer']:.3f} "
+                     f"| {s['hit_rate_new_testament']:.3f} | {s['hit_rate_one_to_one']:.3f} |")
     return "\n".join(lines)
+
+
+def pick_plot_verse(pairs):
+    """A verse to draw, chosen by its gold links only (never by a model's score):
+    the New Testament verse of 10-14 words on both sides whose English words
+    are most often Strong's-linked (ties: the first)."""
+    def linked_share(pair):
+        return len({j for _, j in pair.links}) / len(pair.target_words)
+
+    candidates = [pair for pair in pairs if pair.testament == 2 and pair.links
+                  and 10 <= len(pair.source_words) <= 14 and 10 <= len(pair.target_words) <= 14]
+    return max(candidates or pairs, key=linked_share, default=None)
+
+
+def plot_heads(pair, heads, title, path):
+    """Every cross-attention head (layers × heads) of one verse, Strong's links drawn on each."""
+    from matplotlib.figure import Figure
+
+    num_layers, num_heads = heads.shape[:2]
+    panel = (0.24 * len(pair.source_words) + 1.3, 0.22 * len(pair.target_words) + 1.2)
+    figure = Figure(figsize=(panel[0] * num_heads, panel[1] * num_layers), layout="constrained")
+    for layer in range(num_layers):
+        for head in range(num_heads):
+            ax = figure.add_subplot(num_layers, num_heads, layer * num_heads + head + 1)
+            _draw_links(ax, pair, heads[layer, head], labels=(layer == num_layers - 1, head == 0))
+            ax.set_title(f"layer {layer}, head {head}", fontsize=9)
+    figure.suptitle(title, fontsize=10)
+    figure.savefig(path, dpi=100)
+
+
+def _draw_links(ax, pair, weights, labels=(True, True)):
+    ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(pair.source_words)),
+                  pair.source_words if labels[0] else [], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(pair.target_words)), pair.target_words if labels[1] else [],
+                  fontsize=7)
+    if pair.links:
+        ax.scatter([i for i, _ in pair.links], [j for _, j in pair.links], s=22,
+                   facecolors="none", edgecolors="white", linewidths=1.0)
+    predicted = links_from_weights(weights)
+    ax.scatter([i for i, _ in predicted], [j for _, j in predicted], s=5, c="red")
+
+
+def best_aligners(scores, models):
+    """Per model: its best aligner by F1 against all Strong's links, and the gap
+    to eflomal's grow-diag-final-and."""
+    best = {}
+    reference = scores.get("eflomal grow-diag-final-and")
+    for name in models:
+        own = [aligner for aligner in scores if aligner == name
+               or aligner.startswith(f"{name} ")]
+        if not own:
+            continue
+        top = max(own, key=lambda aligner: scores[aligner]["f1"])
+        best[name] = {"aligner": top, "f1": scores[top]["f1"], "aer": scores[top]["aer"]}
+        if reference is not None:
+            best[name]["f1_below_eflomal"] = reference["f1"] - scores[top]["f1"]
+    return best
 
 
 def make_parser():
@@ -175,7 +242,15 @@ def make_parser():
     parser.add_argument("--output-dir", default="runs/bible_es_en")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--eflomal", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--plot-verse", default="John 3:16")
+    parser.add_argument("--plot-verse", default=None,
+                        help="the verse drawn (default: chosen by its Strong's links alone, "
+                             "see pick_plot_verse)")
+    parser.add_argument("--figures-dir", default=None,
+                        help="also write the verse figures here (bible_attention_NAME.png, "
+                             "bible_attention_heads.png; the docs use docs/images)")
+    parser.add_argument("--max-verses", type=int, default=0,
+                        help="score only the first N verses of the split (0: all; a slice "
+                             "for tests)")
     parser.add_argument("--smoke", action="store_true",
                         help="a tiny untrained model on a few verses (a test of the script)")
     return parser
@@ -188,7 +263,7 @@ def main(argv=None):
     except SwordError as error:
         print(f"Skipping the alignment example: {error}")
         return None
-    pairs = [pair for pair in all_pairs if pair.split == args.split]
+    pairs = [pair for pair in all_pairs if pair.split == args.split][: args.max_verses or None]
     models = {}
     for item in args.model:
         name, _, path = item.partition("=")
@@ -201,12 +276,16 @@ def main(argv=None):
 
         pairs = pairs[:24]
         all_pairs = [pair for pair in all_pairs if pair.split == "train"][:300] + pairs
-        models = {"transformer": build_transformer_seq2seq(
+        tiny = build_transformer_seq2seq(
             num_layers=2, d_model=16, num_heads=2, dff=16, max_length=256,
             source_tokenizer=WordPieceTextTokenizer.from_texts(
                 [p.source for p in all_pairs], max_tokens=300, lowercase=True),
             target_tokenizer=WordPieceTextTokenizer.from_texts(
-                [p.target for p in all_pairs], max_tokens=300))}
+                [p.target for p in all_pairs], max_tokens=300))
+        os.makedirs(args.output_dir, exist_ok=True)
+        path = os.path.join(args.output_dir, "smoke_transformer.keras")
+        tiny.save(path)  # loaded back as the full run loads its trained models
+        models = {"transformer": keras.models.load_model(path)}
     os.makedirs(args.output_dir, exist_ok=True)
     # Verses every model splits into the loader's words (word indices then agree).
     scored = pairs
@@ -231,34 +310,44 @@ def main(argv=None):
         aligners.update(model_aligners)
         timings[f"{name}_seconds"] = round(time.time() - started, 1)
     scores = {name: score(links, scored) for name, links in aligners.items()}
-    order = sorted(scores, key=lambda name: -scores[name]["hit_rate"])
+    order = sorted(scores, key=lambda name: -scores[name]["f1"])
     table = markdown_table(scores, order)
     print(table)
     results = {"split": args.split, "verses": len(pairs), "verses_scored": len(scored),
                "strong_links": sum(len(p.links) for p in scored), "data": report,
                "models": {name: item.partition("=")[2] for name, item in
                           ((item.partition("=")[0], item) for item in args.model)},
-               "timings": timings, "scores": scores}
+               "timings": timings, "scores": scores, "best": best_aligners(scores, models)}
     with open(os.path.join(args.output_dir, "alignments.json"), "w", encoding="utf-8") as handle:
         json.dump(results, handle, indent=2)
     with open(os.path.join(args.output_dir, "alignments.md"), "w", encoding="utf-8") as handle:
         handle.write(table + "\n")
 
-    by_id = {pair.verse_id: index for index, pair in enumerate(scored)}
-    verse = by_id.get(args.plot_verse, 0) if scored else None
-    if verse is not None:
+    plot_pair = (next((p for p in scored if p.verse_id == args.plot_verse), None)
+                 if args.plot_verse else pick_plot_verse(scored))
+    if plot_pair is not None:
+        index = scored.index(plot_pair)
+        results["plot_verse"] = plot_pair.verse_id
+        stem = plot_pair.verse_id.replace(" ", "_").replace(":", "_")
         for name, weights in head_weights.items():
-            best = next((aligner for aligner in order if aligner.startswith(f"{name} layer ")
-                         and " head " in aligner), None)
-            pair = scored[verse]
-            if best is None:
-                matrix, title = weights[verse][0, 0], name
-            else:
-                layer, head = (int(part) for part in best.split(" layer ")[1].split(" head "))
-                matrix, title = weights[verse][layer, head], f"{name}, layer {layer} head {head}"
-            stem = pair.verse_id.replace(" ", "_").replace(":", "_")
-            plot_verse(pair, matrix, f"{pair.verse_id}: {title}",
-                       os.path.join(args.output_dir, f"alignment_{name}_{stem}.png"))
+            verse_heads = weights[index]  # (layers, heads, T, S)
+            paths = [os.path.join(args.output_dir, f"alignment_{name}_{stem}.png")]
+            if args.figures_dir:
+                os.makedirs(args.figures_dir, exist_ok=True)
+                paths.append(os.path.join(args.figures_dir, f"bible_attention_{name}.png"))
+            single = verse_heads.shape[0] * verse_heads.shape[1] == 1
+            matrix = verse_heads[0, 0] if single else verse_heads.mean(axis=(0, 1))
+            label = name if single else f"{name}, all layers and heads averaged"
+            for path in paths:
+                plot_verse(plot_pair, matrix, f"{plot_pair.verse_id}: {label}", path)
+            if not single:
+                paths = [os.path.join(args.output_dir, f"alignment_{name}_{stem}_heads.png")]
+                if args.figures_dir:
+                    paths.append(os.path.join(args.figures_dir, "bible_attention_heads.png"))
+                for path in paths:
+                    plot_heads(plot_pair, verse_heads, f"{plot_pair.verse_id}: every "
+                               f"cross-attention head of the {name} (white circles: Strong's "
+                               "links; red dots: arg-max)", path)
     return results
 
 

@@ -21,25 +21,34 @@ case, so the output is cased and scored with cased sacreBLEU (its default
 Two phases, so a long training can be scored later with newer code:
 
 - `--phase train` (per model in `--models`): `model.fit` with teacher
-  forcing, a time limit (`--time-limit-minutes`), greedy BLEU on the first
-  `--dev-examples` dev verses after every epoch (the best epoch's weights are
-  kept; early stopping after `--patience` epochs), the last `--keep-checkpoints`
-  epochs kept for averaging. Writes OUTPUT_DIR/NAME/model.keras,
-  checkpoints/epoch_XXX.keras and history.json.
+  forcing, a time limit (`--time-limit-minutes`), greedy BLEU on the dev
+  verses after every epoch (all 1,482 by default, `--dev-examples`; the
+  first few hundred are easier than the test split, so choices made on them
+  do not transfer), the best epoch's weights kept, early stopping after
+  `--patience` epochs, the last `--keep-checkpoints` epochs kept for
+  averaging. Writes OUTPUT_DIR/NAME/model.keras, checkpoints/epoch_XXX.keras
+  and history.json (with the minutes of `fit` at each epoch's end).
 - `--phase evaluate`: on the same dev verses, the averaged last checkpoints
   against the best epoch (the better one is kept), then the beam length
-  penalty; then the test split is translated once, greedy and beam, and
-  scored: BLEU and chrF, BLEU by source length, 20 test translations with
-  references (the best, median and worst by sentence chrF). Writes
-  OUTPUT_DIR/results.json and OUTPUT_DIR/learning_curves.png.
+  penalty (`--length-penalties`); then the test split is translated once,
+  greedy and beam, and scored: BLEU and chrF, BLEU by source length, decode
+  times. Writes OUTPUT_DIR/results.json (models evaluated by an earlier run
+  into the same directory stay in it), NAME/test_translations.tsv (every
+  test verse: reference, greedy, beam, the beam's sentence chrF),
+  OUTPUT_DIR/translations.md (the best, median and worst verses by the first
+  model's chrF, with every model's output) and OUTPUT_DIR/learning_curves.png
+  (dev BLEU and loss against minutes of `fit`; also into `--figures-dir`).
 
-`--phase all` (the default) runs both. The figures and commands of the full
-run are in docs/results.md ("Spanish → English (SWORD Bibles)").
+`--phase all` (the default) runs both. The recorded run is the defaults with
+`--time-limit-minutes 90`, one model at a time on an otherwise idle machine;
+its figures are in docs/results.md ("Spanish → English (SWORD Bibles)") and
+docs/tutorial_bible.md.
 """
 
 import argparse
 import json
 import os
+import shutil
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -182,9 +191,6 @@ def evaluate(name, args, dev_pairs, test_pairs):
     timings["beam_seconds"] = round(time.time() - started, 1)
     chrf = [sentence_chrf(hypothesis, reference) for hypothesis, reference in
             zip(beam, references, strict=True)]
-    order = np.argsort(chrf, kind="stable")[::-1]
-    middle = len(order) // 2
-    picks = list(order[:7]) + list(order[max(middle - 3, 0):middle + 3]) + list(order[-7:])
     record.update({
         "test_bleu_greedy": corpus_bleu(greedy, references),
         "test_bleu_beam": corpus_bleu(beam, references),
@@ -198,12 +204,68 @@ def evaluate(name, args, dev_pairs, test_pairs):
         "examples": [{"verse": test_pairs[index].verse_id, "source": sources[index],
                       "reference": references[index], "beam": beam[index],
                       "greedy": greedy[index], "chrf": round(chrf[index], 1)}
-                     for index in dict.fromkeys(int(i) for i in picks)],
+                     for index in picked_verses(chrf)],
     })
-    with open(os.path.join(directory, "test_translations.tsv"), "w", encoding="utf-8") as handle:
-        for pair, hypothesis in zip(test_pairs, beam, strict=True):
-            handle.write(f"{pair.verse_id}\t{pair.source}\t{pair.target}\t{hypothesis}\n")
+    write_translations(os.path.join(directory, "test_translations.tsv"), test_pairs, greedy, beam,
+                       chrf)
     return record
+
+
+def picked_verses(chrf, per_group=3):
+    """Indices of the best, the median and the worst verses by sentence chrF
+    (`per_group` of each, in that order, without repeats)."""
+    order = [int(index) for index in np.argsort(chrf, kind="stable")[::-1]]
+    middle = len(order) // 2
+    low = max(middle - per_group // 2, 0)
+    picks = order[:per_group] + order[low:low + per_group] + order[-per_group:]
+    return list(dict.fromkeys(picks))
+
+
+TSV_COLUMNS = ("verse", "source", "reference", "greedy", "beam", "beam_chrf")
+
+
+def write_translations(path, pairs, greedy, beam, chrf):
+    """Every test verse with its greedy and beam translations and the beam's chrF."""
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\t".join(TSV_COLUMNS) + "\n")
+        for pair, *row in zip(pairs, greedy, beam, chrf, strict=True):
+            row[-1] = f"{row[-1]:.1f}"
+            fields = [pair.verse_id, pair.source, pair.target, *row]
+            handle.write("\t".join(" ".join(str(f).split()) for f in fields) + "\n")
+
+
+def read_translations(path):
+    with open(path, encoding="utf-8") as handle:
+        header, *lines = handle.read().splitlines()
+    if tuple(header.split("\t")) != TSV_COLUMNS:
+        raise SystemExit(f"{path}: not a translations file of this example (header {header!r})")
+    return [dict(zip(TSV_COLUMNS, line.split("\t"), strict=True)) for line in lines]
+
+
+def translations_table(output_dir, names):
+    """Markdown: the verses picked by the first model's beam chrF (best, median,
+    worst) with the reference and every evaluated model's greedy and beam output."""
+    tables = {name: read_translations(os.path.join(output_dir, name, "test_translations.tsv"))
+              for name in names
+              if os.path.exists(os.path.join(output_dir, name, "test_translations.tsv"))}
+    if not tables:
+        return ""
+    first = next(iter(tables.values()))
+    picks = picked_verses([float(row["beam_chrf"]) for row in first])
+    groups = ["best"] * 3 + ["median"] * 3 + ["worst"] * 3
+    lines = []
+    for group, index in zip(groups, picks, strict=False):
+        row = first[index]
+        lines += [f"**{row['verse']}** ({group} by the {next(iter(tables))}'s beam chrF)", "",
+                  "| | |", "|---|---|", f"| Spanish | {row['source']} |",
+                  f"| reference | {row['reference']} |"]
+        for name, rows in tables.items():
+            other = rows[index]
+            assert other["verse"] == row["verse"], (other["verse"], row["verse"])
+            lines += [f"| {name}, greedy | {other['greedy']} |",
+                      f"| {name}, beam (chrF {other['beam_chrf']}) | {other['beam']} |"]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def make_parser():
@@ -249,6 +311,9 @@ def make_parser():
     parser.add_argument("--threads", type=int, default=0,
                         help="TensorFlow intra- and inter-op threads (0: TensorFlow's choice)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--figures-dir", default=None,
+                        help="also write the learning curves here as bible_learning_curves.png "
+                             "(the docs use docs/images)")
     parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
     parser.add_argument("--smoke", action="store_true",
                         help="a few hundred verses, tiny models, a few steps (a test of the script)")
@@ -303,14 +368,38 @@ def main(argv=None):
         return None
     results = {"data": report, "dev_pairs_scored": len(dev_pairs),
                "test_pairs": len(splits["test"]), "arguments": vars(args), "models": {}}
+    if os.path.exists(results_path):  # models evaluated by an earlier run stay
+        with open(results_path, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+        results["models"] = {name: scores for name, scores in earlier["models"].items()
+                             if name not in names}
+        results["arguments_of_earlier_runs"] = earlier.get("arguments_of_earlier_runs", []) + [
+            earlier["arguments"]]
     for name in names:
         results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
-        with open(results_path, "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2, ensure_ascii=False)
+        write_json_atomically(results_path, results)
+    ordered = [name for name in MODELS if name in results["models"]]
+    results["models"] = {name: results["models"][name] for name in ordered}
     print_report(results, args.output_dir, f"test split ({len(splits['test'])} verses), "
                  "sacreBLEU (cased, 13a) / chrF:", args.num_beams, digits=2,
-                 score_title="dev BLEU (greedy, dev verses)")
+                 score_title=f"dev BLEU (greedy, {len(dev_pairs)} dev verses)",
+                 **({"x": "fit_minutes", "x_label": "minutes of fit"}
+                    if all("fit_minutes" in scores["history"]
+                           for scores in results["models"].values()) else {}))
+    with open(os.path.join(args.output_dir, "translations.md"), "w", encoding="utf-8") as handle:
+        handle.write(translations_table(args.output_dir, ordered))
+    if args.figures_dir:
+        os.makedirs(args.figures_dir, exist_ok=True)
+        shutil.copyfile(os.path.join(args.output_dir, "learning_curves.png"),
+                        os.path.join(args.figures_dir, "bible_learning_curves.png"))
     return results
+
+
+def write_json_atomically(path, value):
+    temporary = f"{path}.partial"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=2, ensure_ascii=False)
+    os.replace(temporary, path)
 
 
 if __name__ == "__main__":

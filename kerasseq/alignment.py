@@ -40,6 +40,14 @@ import tensorflow as tf
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 
+# The cross-attention a Transformer's alignments read when no layer and head
+# are given: every default of kerasseq (`align_texts`, `model.translate(...,
+# return_alignments=True)`, `Translator`, the export, the command line) is
+# these two names. Chosen by measurement against Strong's links on the
+# Spanish → English Bible test verses (docs/tutorial_bible.md).
+ALIGNMENT_LAYER = -1
+ALIGNMENT_HEAD = "mean"
+
 # --------------------------------------------------------------------------
 # Pieces -> words.
 # --------------------------------------------------------------------------
@@ -218,8 +226,8 @@ def check_alignable(model):
         "Ensemble, whose members attend differently). Align with one attention model.")
 
 
-def alignment_strings(model, source_ids, target_ids, layer=-1, head="mean",
-                      start_id=START_ID):
+def alignment_strings(model, source_ids, target_ids, layer=ALIGNMENT_LAYER,
+                      head=ALIGNMENT_HEAD, start_id=START_ID):
     """Word links as `"i-j i-j ..."` strings, all in TensorFlow (for exported signatures).
 
     Args:
@@ -252,7 +260,7 @@ def alignment_strings(model, source_ids, target_ids, layer=-1, head="mean",
     return tf.strings.reduce_join(kept, axis=1, separator=" ")  # (batch,)
 
 
-def select_heads(heads, layer=-1, head="mean"):
+def select_heads(heads, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD):
     """One `(batch_size, target_length, source_length)` matrix from `attention_heads`' output.
 
     Args:
@@ -279,8 +287,8 @@ def _pad(rows, length=None):
     return array
 
 
-def align_ids(model, source_ids, target_ids, layer=-1, head="mean", heads=False,
-              start_id=START_ID):
+def align_ids(model, source_ids, target_ids, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD,
+              heads=False, start_id=START_ID):
     """Word alignments of id sequences (teacher-forced attention, merged to words).
 
     Args:
@@ -337,8 +345,8 @@ def align_ids(model, source_ids, target_ids, layer=-1, head="mean", heads=False,
     return results
 
 
-def align_texts(model, sources, targets, layer=-1, head="mean", heads=False, batch_size=32,
-                max_source_length=None):
+def align_texts(model, sources, targets, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD,
+                heads=False, batch_size=32, max_source_length=None):
     """Forced word alignments of text pairs: what the model attends to while reading `targets`.
 
     Args:

@@ -37,6 +37,7 @@ import uuid
 
 import tensorflow as tf
 
+from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 from kerasseq.translator import SearchConfig, Translator, check_model
 
 __all__ = [
@@ -73,8 +74,8 @@ def export_translator(
     jit_compile=None,
     overwrite=True,
     alignments=False,
-    alignment_layer=-1,
-    alignment_head="mean",
+    alignment_layer=ALIGNMENT_LAYER,
+    alignment_head=ALIGNMENT_HEAD,
 ):
     """Write a SavedModel that maps source strings to translations and scores.
 
@@ -212,7 +213,7 @@ class ServingModule(tf.Module):
         self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC])
         self.translate_alignments = None
 
-    def add_alignments(self, layer=-1, head="mean"):
+    def add_alignments(self, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD):
         """Add `translate_alignments` (text → translation, score, alignment)."""
         self._python.alignment = (layer, head)
         self.translate_alignments = tf.function(self._serve_alignments,

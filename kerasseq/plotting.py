@@ -345,7 +345,8 @@ def plot_history(history_or_dict, metrics=("loss",), title=None):
 
 
 def plot_learning_curves(histories, score="dev_bleu", score_title="dev BLEU (greedy)",
-                         score_ylabel="BLEU", loss_ylabel="loss", path=None):
+                         score_ylabel="BLEU", loss_ylabel="loss", path=None, x=None,
+                         x_label=None):
     """Train/dev loss and a dev score per epoch of several models, in one figure.
 
     Left axes: each model's training loss (dashed) and validation loss
@@ -360,6 +361,10 @@ def plot_learning_curves(histories, score="dev_bleu", score_title="dev BLEU (gre
         score_title, score_ylabel: str, the title and y label of the score axes.
         loss_ylabel: str, the y label of the loss axes.
         path: optional str, where to save the figure (`save_figure`, dpi 120).
+        x: optional str, the key of a history list to draw against instead of
+            the epoch number, e.g. the minutes of training at the end of each
+            epoch (every history must then hold it, one value per epoch).
+        x_label: str, the x label (default: "epoch", or `x` when given).
 
     Returns:
         The `matplotlib.figure.Figure`, with 2 axes.
@@ -375,20 +380,29 @@ def plot_learning_curves(histories, score="dev_bleu", score_title="dev BLEU (gre
     for name, history in histories.items():
         if "loss" not in history:
             raise ValueError(f"the history of {name!r} has no 'loss'. Available: {sorted(history)}")
+        if x is not None and (x not in history or len(history[x]) != len(history["loss"])):
+            raise ValueError(f"x={x!r} must be a list in the history of {name!r} with one value "
+                             f"per epoch ({len(history['loss'])}). Available: {sorted(history)}")
+
+    def positions(history, count):
+        return (np.asarray(history[x][:count], dtype=float) if x is not None
+                else np.arange(1, count + 1))
+
     figure = Figure(figsize=(9.0, 3.2), layout="constrained")
     loss_ax, score_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     for index, (name, history) in enumerate(histories.items()):
         color = f"C{index}"
-        epochs = np.arange(1, len(history["loss"]) + 1)
-        loss_ax.plot(epochs, history["loss"], color=color, linestyle="--", label=f"{name} train")
+        loss_ax.plot(positions(history, len(history["loss"])), history["loss"], color=color,
+                     linestyle="--", label=f"{name} train")
         if "val_loss" in history:
-            loss_ax.plot(np.arange(1, len(history["val_loss"]) + 1), history["val_loss"],
+            loss_ax.plot(positions(history, len(history["val_loss"])), history["val_loss"],
                          color=color, label=f"{name} dev")
         if score in history:
-            score_ax.plot(np.arange(1, len(history[score]) + 1), history[score], color=color,
+            score_ax.plot(positions(history, len(history[score])), history[score], color=color,
                           marker="o", markersize=3, label=name)
-    loss_ax.set(xlabel="epoch", ylabel=loss_ylabel, title="loss")
-    score_ax.set(xlabel="epoch", ylabel=score_ylabel, title=score_title)
+    x_label = x_label or (x if x is not None else "epoch")
+    loss_ax.set(xlabel=x_label, ylabel=loss_ylabel, title="loss")
+    score_ax.set(xlabel=x_label, ylabel=score_ylabel, title=score_title)
     for ax in (loss_ax, score_ax):
         ax.grid(alpha=0.3)
         if ax.lines:

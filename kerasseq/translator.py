@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq._validation import check_int
+from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 from kerasseq.decoding import contract, encode_for_search
 from kerasseq.decoding.beam_search import beam_search_loop
@@ -535,7 +536,7 @@ class Translator:
             )
 
     def translate(self, texts, return_scores=False, verbose=0, return_alignments=False,
-                  alignment_layer=-1, alignment_head="mean"):
+                  alignment_layer=ALIGNMENT_LAYER, alignment_head=ALIGNMENT_HEAD):
         """Translate strings end to end.
 
         Texts are sorted by token length before batching (less padding, fewer
@@ -677,7 +678,7 @@ class Translator:
         # (batch_size * num_return,)
         return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
 
-    def align_tensor(self, text, layer=-1, head="mean"):
+    def align_tensor(self, text, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD):
         """Graph-mode translation with word alignments (the `translate_alignments` export).
 
         Args:

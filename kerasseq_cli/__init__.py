@@ -240,11 +240,13 @@ def make_parser():
         help="also print each translation's word alignment from the attention, as "
              "'source-target' word indices (i-j), after a tab (.keras models with attention)")
     translate_parser.add_argument(
-        "--alignment-layer", default="-1", metavar="INDEX|mean",
-        help="Transformer decoder layer whose cross-attention aligns (default -1, the last)")
+        "--alignment-layer", default=None, metavar="INDEX|mean",
+        help="Transformer decoder layer whose cross-attention aligns (default: kerasseq's, "
+             "kerasseq.alignment.ALIGNMENT_LAYER)")
     translate_parser.add_argument(
-        "--alignment-head", default="mean", metavar="INDEX|mean",
-        help="attention head that aligns (default: the mean of the heads)")
+        "--alignment-head", default=None, metavar="INDEX|mean",
+        help="attention head that aligns (default: kerasseq's, "
+             "kerasseq.alignment.ALIGNMENT_HEAD)")
     translate_parser.set_defaults(handler="command_translate")
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")

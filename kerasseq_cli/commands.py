@@ -428,16 +428,16 @@ def command_translate(args):
     else:
         search = _search_kwargs(args)
         model = load_model(args.model_dir)
-        layer = _layer_or_head("alignment-layer", args.alignment_layer)
-        head = _layer_or_head("alignment-head", args.alignment_head)
+        which = {f"alignment_{name}": _layer_or_head(f"alignment-{name}", value)
+                 for name, value in (("layer", args.alignment_layer),
+                                     ("head", args.alignment_head)) if value is not None}
 
         def translate(texts):
             if not alignments:
                 return model.translate(texts, **search)
             try:
                 translations, links = model.translate(
-                    texts, return_alignments=True, alignment_layer=layer,
-                    alignment_head=head, **search)
+                    texts, return_alignments=True, **which, **search)
             except ValueError as error:
                 raise CLIError(str(error)) from None
             lines = []

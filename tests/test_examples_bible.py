@@ -6,11 +6,14 @@ the loader itself is tested everywhere in tests/data/test_sword.py.
 """
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from tests.test_examples import load_example
+from tests.test_examples import EXAMPLES, load_example
 
 
 def _modules_or_skip():
@@ -36,13 +39,29 @@ def test_spanish_to_english_bible_smoke(tmp_path):
         assert 0.0 <= scores["test_chrf_beam"] <= 100.0
         assert len(scores["history"]["dev_bleu"]) == 1
         assert sum(row["count"] for row in scores["test_bleu_by_length_beam"]) == 12
-        assert len(scores["examples"]) == 12  # best, median and worst overlap on 12 verses
+        assert len(scores["examples"]) == 9  # the 3 best, 3 median and 3 worst verses
+        chrf = [example["chrf"] for example in scores["examples"]]
+        assert chrf[0] >= chrf[3] >= chrf[-1] and chrf[:3] == sorted(chrf[:3], reverse=True)
         assert {"verse", "source", "reference", "beam", "greedy", "chrf"} <= set(
             scores["examples"][0])
+        assert len(scores["history"]["fit_minutes"]) == 1
+        rows = module.read_translations(tmp_path / name / "test_translations.tsv")
+        assert len(rows) == 12
+        assert {example["verse"] for example in scores["examples"]} <= {r["verse"] for r in rows}
+        by_verse = {row["verse"]: row for row in rows}
+        assert by_verse[scores["examples"][0]["verse"]]["beam"] == scores["examples"][0]["beam"]
         assert (tmp_path / name / "model.keras").exists()
         assert len(list((tmp_path / name / "checkpoints").glob("epoch_*.keras"))) == 1
     assert json.loads((tmp_path / "results.json").read_text())["test_pairs"] == 12
     assert (tmp_path / "learning_curves.png").stat().st_size > 0
+    table = (tmp_path / "translations.md").read_text()
+    assert table.count("| reference |") == 9 and table.count("| rnn_attention, beam") == 9
+    # Scoring one model again keeps the other one's results (runs in separate sessions).
+    again = module.main(["--smoke", "--phase", "evaluate", "--models", "rnn_attention",
+                         "--output-dir", str(tmp_path), "--figures-dir", str(tmp_path / "img")])
+    assert list(again["models"]) == ["transformer", "rnn_attention"]
+    assert again["models"]["transformer"] == results["models"]["transformer"]
+    assert (tmp_path / "img" / "bible_learning_curves.png").stat().st_size > 0
     # A second training into the same directory would mix checkpoints: refused.
     with pytest.raises(SystemExit, match="already holds epoch checkpoints"):
         module.main(["--smoke", "--phase", "train", "--output-dir", str(tmp_path)])
@@ -62,7 +81,23 @@ def test_bible_alignments_smoke(tmp_path):
     # eflomal learns something even from 324 verses; the diagonal is a weak baseline
     assert scores["eflomal grow-diag-final-and"]["f1"] > scores["diagonal"]["f1"]
     assert (tmp_path / "alignments.md").read_text().startswith("| aligner |")
-    assert list(tmp_path.glob("alignment_transformer_*.png"))
+    assert list(tmp_path.glob("alignment_transformer_*_heads.png"))
+    assert results["best"]["transformer"]["aligner"].startswith("transformer")
+    # The saved model, loaded in a fresh process the way the full run loads a trained
+    # one (`keras.models.load_model` after kerasseq's import, nothing registered by hand).
+    fresh = tmp_path / "fresh"
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "bible_alignments.py"), "--no-eflomal",
+         "--max-verses", "24", "--model", f"transformer={tmp_path / 'smoke_transformer.keras'}",
+         "--output-dir", str(fresh), "--figures-dir", str(fresh / "images")],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = json.loads((fresh / "alignments.json").read_text())
+    assert again["scores"]["transformer (last layer, heads averaged)"] == scores[
+        "transformer (last layer, heads averaged)"]
+    assert {path.name for path in (fresh / "images").iterdir()} == {
+        "bible_attention_transformer.png", "bible_attention_heads.png"}
 
 
 def test_missing_modules_exit_cleanly(tmp_path, capsys, monkeypatch):

@@ -184,3 +184,22 @@ def test_plot_learning_curves_one_colour_per_model(tmp_path):
         plot_learning_curves({"rnn": {"dev_bleu": [1.0]}})
     with pytest.raises(ValueError, match="at least one model"):
         plot_learning_curves({})
+
+
+def test_plot_learning_curves_against_minutes_of_training():
+    """`x="fit_minutes"`: each model's points sit at its own minutes (models whose
+    epochs took different times share one time axis)."""
+    rnn = {"loss": [3.0, 2.0], "val_loss": [3.1, 2.5], "dev_bleu": [1.0, 4.0],
+           "fit_minutes": [7.5, 15.2]}
+    transformer = {"loss": [2.5, 1.0, 0.9], "dev_bleu": [2.0, 9.0, 9.5],
+                   "fit_minutes": [5.0, 10.1, 14.9]}
+    figure = plot_learning_curves({"rnn": rnn, "transformer": transformer}, x="fit_minutes",
+                                  x_label="minutes of fit")
+    loss_ax, score_ax = figure.axes
+    np.testing.assert_allclose(loss_ax.lines[1].get_xdata(), [7.5, 15.2])
+    np.testing.assert_allclose(score_ax.lines[1].get_xdata(), [5.0, 10.1, 14.9])
+    np.testing.assert_allclose(score_ax.lines[1].get_ydata(), [2.0, 9.0, 9.5])
+    assert score_ax.get_xlabel() == loss_ax.get_xlabel() == "minutes of fit"
+    with pytest.raises(ValueError, match="x='fit_minutes' must be a list in the history of 'rnn'"):
+        plot_learning_curves({"rnn": {"loss": [1.0, 0.5], "fit_minutes": [3.0]}},
+                             x="fit_minutes")

@@ -19,6 +19,8 @@ import weakref
 import keras
 import tensorflow as tf
 
+from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
+
 
 def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer):
     """Vocabulary sizes given directly or taken from the tokenizers, validated.
@@ -362,8 +364,8 @@ class Seq2SeqModel(keras.Model):
         return self.translator(config, **settings).generate(source_ids)
 
     def translate(self, texts, config=None, *, return_scores=False, verbose=0,
-                  return_alignments=False, alignment_layer=-1, alignment_head="mean",
-                  **settings):
+                  return_alignments=False, alignment_layer=ALIGNMENT_LAYER,
+                  alignment_head=ALIGNMENT_HEAD, **settings):
         """Translate strings end to end: tokenize, encode, search, detokenize.
 
         Beam search with 4 beams by default, the same defaults as

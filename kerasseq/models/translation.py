@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 from kerasseq.models.base import Seq2SeqModel
 
 _EXPECTED = (
@@ -21,7 +22,8 @@ _EXPECTED = (
 
 
 def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores=False,
-              return_alignments=False, alignment_layer=-1, alignment_head="mean", **settings):
+              return_alignments=False, alignment_layer=ALIGNMENT_LAYER,
+              alignment_head=ALIGNMENT_HEAD, **settings):
     """Translate text or token ids with a kerasseq model; beam search by default.
 
     The same search, with the same defaults (`kerasseq.SearchConfig()`: beam
