@@ -318,8 +318,6 @@ def main(argv=None):
                "models": {name: item.partition("=")[2] for name, item in
                           ((item.partition("=")[0], item) for item in args.model)},
                "timings": timings, "scores": scores, "best": best_aligners(scores, models)}
-    with open(os.path.join(args.output_dir, "alignments.json"), "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2)
     with open(os.path.join(args.output_dir, "alignments.md"), "w", encoding="utf-8") as handle:
         handle.write(table + "\n")
 
@@ -348,6 +346,8 @@ def main(argv=None):
                     plot_heads(plot_pair, verse_heads, f"{plot_pair.verse_id}: every "
                                f"cross-attention head of the {name} (white circles: Strong's "
                                "links; red dots: arg-max)", path)
+    with open(os.path.join(args.output_dir, "alignments.json"), "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=2)
     return results
 
 

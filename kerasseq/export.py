@@ -127,7 +127,8 @@ def export_translator(
             as `"i-j ..."` strings (source word i, target word j; see
             `kerasseq.alignment`). Needs a model with attention.
         alignment_layer, alignment_head: the attention that aligns (an index
-            or `"mean"`; default: the last layer, averaged over heads).
+            or `"mean"`; default: `kerasseq.alignment.ALIGNMENT_LAYER` /
+            `ALIGNMENT_HEAD`, the mean over every layer and head).
         overwrite: bool; True (default) replaces an existing SavedModel
             directory or empty directory at `path`; with False any existing
             `path` raises `FileExistsError`. Nothing else is replaced in

@@ -559,7 +559,8 @@ class Translator:
                 model with attention.
             alignment_layer, alignment_head: which cross-attention of a
                 Transformer the alignment reads: an index or `"mean"` each
-                (default: the last layer, averaged over heads).
+                (default: `kerasseq.alignment.ALIGNMENT_LAYER` / `ALIGNMENT_HEAD`,
+                the mean over every layer and head).
 
         Returns:
             A string for a single string, else a list of strings; with

@@ -204,8 +204,13 @@ def test_real_models_alignments_match_their_attention(tokenizers, trained, kind)
             select_heads(heads, layer=0, head=1),
             np.asarray(model.cross_attention_weights(source_ids, target_in, layer=0))[:, 1],
             atol=1e-6)
-        np.testing.assert_allclose(select_heads(heads), model.attention_weights(
+        np.testing.assert_allclose(select_heads(heads, layer=-1), model.attention_weights(
             source_ids, target_in), atol=1e-6)
+        # The default (kerasseq.alignment.ALIGNMENT_LAYER/HEAD): every layer's every head
+        layers = [np.asarray(model.cross_attention_weights(source_ids, target_in, layer=i))
+                  for i in range(heads.shape[1])]
+        np.testing.assert_allclose(select_heads(heads), np.mean(layers, axis=(0, 2)),
+                                   atol=1e-6)
         with pytest.raises(ValueError, match="layer must be 'mean' or an int in"):
             select_heads(heads, layer=2)
     results = align_texts(model, sources, targets, heads=True)
