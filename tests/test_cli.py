@@ -27,7 +27,7 @@ LOG_LINE = re.compile(
 
 
 def start(*args, stdin=False):
-    return subprocess.Popen([sys.executable, "-m", "kerasseq", *args], text=True, env=ENV,
+    return subprocess.Popen([sys.executable, "-m", "kerasseq_cli", *args], text=True, env=ENV,
                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -468,7 +468,7 @@ def test_defaults_live_in_the_parser():
     assert set(train) == set(demo)
     assert demo["output_dir"] == "runs/demo" and demo["epochs"] == 5 and train["epochs"] == 10
     assert train["tensorboard"] is True and train["slow_batches"] == 0.0
-    source = open(os.path.join(os.path.dirname(__file__), "..", "kerasseq", "cli",
+    source = open(os.path.join(os.path.dirname(__file__), "..", "kerasseq_cli",
                                "commands.py")).read()
     assert "getattr(args" not in source
 
@@ -493,7 +493,7 @@ def test_translate_alignments(trained_dir, trained_model):
 def test_translate_prints_translations_and_nothing_else(trained_dir):
     """Without TF_CPP_MIN_LOG_LEVEL the CLI silences TensorFlow's native start-up lines."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run([sys.executable, "-m", "kerasseq", "translate", trained_dir,
+    result = subprocess.run([sys.executable, "-m", "kerasseq_cli", "translate", trained_dir,
                              *WORDS, "--beam", "1"], capture_output=True, text=True, env=env,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -620,7 +620,7 @@ def test_decoders_accept_a_dynamic_batch_size():
 
 def start_cli(*arguments):
     return subprocess.Popen(
-        [sys.executable, "-m", "kerasseq", *arguments],
+        [sys.executable, "-m", "kerasseq_cli", *arguments],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV, cwd=REPO,
     )
 

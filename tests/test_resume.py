@@ -25,7 +25,7 @@ KILL_AT = "kerasseq-debug: epoch 2 batch 0 done"
 
 
 def _command(output_dir):
-    return [sys.executable, "-m", "kerasseq", "train", "--epochs", "4",
+    return [sys.executable, "-m", "kerasseq_cli", "train", "--epochs", "4",
             "--output-dir", output_dir, *TINY]
 
 

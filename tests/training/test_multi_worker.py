@@ -30,7 +30,7 @@ from kerasseq.training.distribute import (
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
        "NVIDIA_TF32_OVERRIDE": "0", "CUDA_VISIBLE_DEVICES": ""}
-KERASSEQ = [sys.executable, "-m", "kerasseq"]  # the console script's main
+KERASSEQ = [sys.executable, "-m", "kerasseq_cli"]  # the console script's main
 
 STEP_SCRIPT = r'''
 import json
