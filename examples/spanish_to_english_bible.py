@@ -57,6 +57,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from _translation_common import build_model, model_names, print_report, set_threads  # noqa: E402
 
+from kerasseq._files import write_text_atomically  # noqa: E402
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
@@ -377,7 +378,7 @@ def main(argv=None):
             earlier["arguments"]]
     for name in names:
         results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
-        write_json_atomically(results_path, results)
+        write_text_atomically(results_path, json.dumps(results, indent=2, ensure_ascii=False))
     ordered = [name for name in MODELS if name in results["models"]]
     results["models"] = {name: results["models"][name] for name in ordered}
     print_report(results, args.output_dir, f"test split ({len(splits['test'])} verses), "
@@ -394,12 +395,6 @@ def main(argv=None):
                         os.path.join(args.figures_dir, "bible_learning_curves.png"))
     return results
 
-
-def write_json_atomically(path, value):
-    temporary = f"{path}.partial"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=2, ensure_ascii=False)
-    os.replace(temporary, path)
 
 
 if __name__ == "__main__":
