@@ -38,6 +38,7 @@ attention is scored against gold links (`alignment_scores`).
 import numpy as np
 import tensorflow as tf
 
+from kerasseq._replicas import sum_over_replicas
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 
@@ -53,6 +54,70 @@ from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 # for every model, whatever its number of layers.
 ALIGNMENT_LAYER = "mean"
 ALIGNMENT_HEAD = "mean"
+
+
+def default_alignment_head(model):
+    """`(layer, head)` that `model`'s alignments read when none are given.
+
+    A Transformer trained with guided alignment (`guided_alignment_weight >
+    0`) answers its guided head: the one cross-attention head that was
+    taught to align. Every other model answers `(ALIGNMENT_LAYER,
+    ALIGNMENT_HEAD)`.
+    """
+    guided = getattr(model, "guided_head", None)
+    return guided if guided is not None else (ALIGNMENT_LAYER, ALIGNMENT_HEAD)
+
+
+def resolve_alignment_head(model, layer=None, head=None):
+    """`(layer, head)` with `None` replaced by `model`'s default (`default_alignment_head`)."""
+    default_layer, default_head = default_alignment_head(model)
+    return (default_layer if layer is None else layer,
+            default_head if head is None else head)
+
+
+def guided_alignment_loss(links, attention, epsilon=1e-9):
+    """Cross-entropy of one attention head against reference word links.
+
+    For every target piece `t` with at least one link, the links of its row
+    are normalised into a distribution `q_t` over the source pieces, and the
+    loss is `-sum_s q_t(s) log a_t(s)`, averaged over the linked target
+    pieces of the batch (Garg et al. 2019, "Jointly Learning to Align and
+    Translate with Transformer Models"; OpenNMT-tf's
+    `guided_alignment_type: ce`). Target pieces without a link and padding
+    count for nothing; a batch without any link gives 0.
+
+    Under a `tf.distribute` strategy with several replicas each replica
+    divides its own sum by the number of linked pieces summed over all
+    replicas, so the replicas' gradients add up to the gradient of the
+    global mean (as `MaskedSparseCategoricalCrossentropy` does for tokens).
+
+    Args:
+        links: `(batch_size, target_length, source_length)`, > 0 where a
+            target piece is linked to a source piece (0/1, or weights).
+        attention: `(batch_size, target_length, source_length)`, one head's
+            attention distributions (rows sum to 1 over the real source
+            pieces).
+        epsilon: floor of the attention weights inside the logarithm.
+
+    Returns:
+        A float32 scalar.
+
+    Example:
+
+    >>> links = [[[1, 0, 0], [0, 1, 1]]]        # piece 0 -> source 0; piece 1 -> 1 and 2
+    >>> attention = [[[0.5, 0.25, 0.25], [0.2, 0.4, 0.4]]]
+    >>> round(float(guided_alignment_loss(links, attention)), 4)  # (-ln .5 - ln .4) / 2
+    0.8047
+    """
+    links = tf.cast(links, tf.float32)
+    attention = tf.cast(attention, tf.float32)
+    mass = tf.reduce_sum(links, axis=-1)  # (batch_size, target_length)
+    linked = tf.cast(mass > 0, tf.float32)
+    reference = links / tf.maximum(mass, 1e-12)[..., None]
+    log_attention = tf.math.log(tf.maximum(attention, epsilon))
+    row_loss = -tf.reduce_sum(reference * log_attention, axis=-1)  # (batch_size, target_length)
+    count = sum_over_replicas(tf.reduce_sum(linked))
+    return tf.reduce_sum(row_loss * linked) / tf.maximum(count, 1.0)
 
 # --------------------------------------------------------------------------
 # Pieces -> words.
@@ -232,8 +297,8 @@ def check_alignable(model):
         "Ensemble, whose members attend differently). Align with one attention model.")
 
 
-def alignment_strings(model, source_ids, target_ids, layer=ALIGNMENT_LAYER,
-                      head=ALIGNMENT_HEAD, start_id=START_ID):
+def alignment_strings(model, source_ids, target_ids, layer=None, head=None,
+                      start_id=START_ID):
     """Word links as `"i-j i-j ..."` strings, all in TensorFlow (for exported signatures).
 
     Args:
@@ -241,13 +306,15 @@ def alignment_strings(model, source_ids, target_ids, layer=ALIGNMENT_LAYER,
         source_ids: int `(batch, source_length)`, 0 = padding.
         target_ids: int `(batch, target_length)`, the hypotheses' pieces
             without `[START]`, 0 after the last one.
-        layer, head: see `select_heads`.
+        layer, head: see `select_heads`; `None`: the model's default
+            (`default_alignment_head`).
 
     Returns:
         `tf.string` `(batch,)`: target word j linked to its most attended
         source word i, as fast_align / fairseq print them (`""` for an empty
         hypothesis).
     """
+    layer, head = resolve_alignment_head(model, layer, head)
     source_ids = tf.cast(source_ids, tf.int32)
     target_ids = tf.cast(target_ids, tf.int32)
     batch = tf.shape(target_ids)[0]
@@ -293,8 +360,7 @@ def _pad(rows, length=None):
     return array
 
 
-def align_ids(model, source_ids, target_ids, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD,
-              heads=False, start_id=START_ID):
+def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False, start_id=START_ID):
     """Word alignments of id sequences (teacher-forced attention, merged to words).
 
     Args:
@@ -303,7 +369,10 @@ def align_ids(model, source_ids, target_ids, layer=ALIGNMENT_LAYER, head=ALIGNME
         source_ids: list of int sequences (no padding needed).
         target_ids: list of int sequences, the target pieces without
             `[START]` / `[END]`.
-        layer, head: see `select_heads` (Transformer only; an RNN has one).
+        layer, head: see `select_heads` (Transformer only; an RNN has one);
+            `None`: the model's default (`default_alignment_head`: the
+            guided head of a model trained with guided alignment, else the
+            mean over every layer and head).
         heads: bool. Also return every layer's and head's word matrix.
 
     Returns:
@@ -334,6 +403,7 @@ def align_ids(model, source_ids, target_ids, layer=ALIGNMENT_LAYER, head=ALIGNME
             weights, source_ids, target_ids, source_continuation, target_continuation)
         return merged.numpy(), source_words.numpy(), target_words.numpy()
 
+    layer, head = resolve_alignment_head(model, layer, head)
     merged, source_words, target_words = merge(select_heads(all_heads, layer, head))
     if heads:
         layers, num_heads = all_heads.shape[1:3]
@@ -351,8 +421,7 @@ def align_ids(model, source_ids, target_ids, layer=ALIGNMENT_LAYER, head=ALIGNME
     return results
 
 
-def align_texts(model, sources, targets, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD,
-                heads=False, batch_size=32, max_source_length=None):
+def align_texts(model, sources, targets, layer=None, head=None, heads=False, batch_size=32, max_source_length=None):
     """Forced word alignments of text pairs: what the model attends to while reading `targets`.
 
     Args:
@@ -505,3 +574,137 @@ def symmetrize(forward, reverse, method="grow-diag-final-and"):
             if all(link[0] != i for link in links) and all(link[1] != j for link in links):
                 links.add((i, j))
     return sorted(links)
+
+
+# --------------------------------------------------------------------------
+# Reference alignments for guided training.
+# --------------------------------------------------------------------------
+
+def _piece_words(tokenizer, rows):
+    """Per row: the words (lower-cased, pieces joined) and the word index of every piece."""
+    vocabulary = tokenizer.get_vocabulary()
+    words, indices = [], []
+    for ids in rows:
+        ids = np.asarray(ids, np.int64)
+        index = word_index(word_starts(tokenizer, ids))
+        pieces = [vocabulary[i] if 0 <= i < len(vocabulary) else "[UNK]" for i in ids]
+        row_words = [""] * (int(index[-1]) + 1 if len(ids) else 0)
+        for piece, word in zip(pieces, index, strict=True):
+            if piece.startswith(SUFFIX_INDICATOR) and piece != SUFFIX_INDICATOR:
+                piece = piece[len(SUFFIX_INDICATOR):]
+            row_words[word] += piece
+        words.append([word.lower() for word in row_words])
+        indices.append(index)
+    return words, indices
+
+
+def word_links_to_pieces(word_links, source_word_of_piece, target_word_of_piece):
+    """Word links `(i, j)` → piece links `(target_piece, source_piece)` of one pair.
+
+    Every piece of source word `i` is linked to every piece of target word
+    `j` (how subword models are trained on word alignments: Garg et al. 2019).
+
+    Returns:
+        int32 NumPy `(n, 2)`, sorted.
+    """
+    source_pieces, target_pieces = {}, {}
+    for piece, word in enumerate(np.asarray(source_word_of_piece).tolist()):
+        source_pieces.setdefault(word, []).append(piece)
+    for piece, word in enumerate(np.asarray(target_word_of_piece).tolist()):
+        target_pieces.setdefault(word, []).append(piece)
+    links = sorted({(t, s) for i, j in word_links
+                    for t in target_pieces.get(j, ()) for s in source_pieces.get(i, ())})
+    return np.asarray(links, np.int32).reshape([-1, 2])
+
+
+def _eflomal_word_links(source_words, target_words, symmetrization):
+    try:
+        import eflomal
+    except ImportError:
+        raise ImportError(
+            "Reference alignments need eflomal (a Bayesian IBM-model word aligner), which is "
+            "not installed: pip install 'kerasseq[align]' (or pip install eflomal).") from None
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        forward, reverse = os.path.join(directory, "fwd"), os.path.join(directory, "rev")
+        # eflomal needs a token on both sides of every line; empty sides get none back
+        eflomal.Aligner().align([" ".join(words) or "." for words in source_words],
+                                [" ".join(words) or "." for words in target_words],
+                                links_filename_fwd=forward, links_filename_rev=reverse,
+                                quiet=True)
+        read = {}
+        for name, path in (("forward", forward), ("reverse", reverse)):
+            with open(path, encoding="utf-8") as handle:
+                read[name] = [[tuple(int(x) for x in link.split("-")) for link in line.split()]
+                              for line in handle.read().splitlines()]
+    return [symmetrize(f, r, symmetrization) if s and t else []
+            for f, r, s, t in zip(read["forward"], read["reverse"], source_words, target_words,
+                                  strict=True)]
+
+
+def reference_alignments(sources, targets, source_tokenizer, target_tokenizer,
+                         cache_path=None, symmetrization="grow-diag-final-and"):
+    """Piece links of text pairs from eflomal's word alignments, for guided training.
+
+    eflomal (Östling & Tiedemann 2016) aligns the pairs' words both ways
+    without supervision; the two directions are symmetrised
+    (`symmetrize`, grow-diag-final-and by default) and each word link is
+    spread over the pieces of its two words (`word_links_to_pieces`). Words
+    are the tokenizers' (a WordPiece word is its pieces joined), lower-cased.
+    Give it the *training* pairs only: dev and test verses must stay unseen.
+
+    Args:
+        sources, targets: lists of str of the same length.
+        source_tokenizer, target_tokenizer: the model's `TextTokenizer`s.
+        cache_path: optional `.npz` path. When it holds the links of the
+            same texts, tokenizers and settings they are read from it;
+            otherwise eflomal runs and the file is (atomically) written.
+        symmetrization: `"grow-diag-final-and"`, `"intersection"` or `"union"`.
+
+    Returns:
+        A list with one int32 `(n, 2)` array of `(target_piece,
+        source_piece)` links per pair, ready for
+        `kerasseq.data.make_dataset(..., alignments=...)`.
+
+    Raises:
+        ImportError: eflomal is not installed (the `align` extra).
+    """
+    import hashlib
+    import json
+
+    if len(sources) != len(targets):
+        raise ValueError(f"sources and targets must have the same length. Received "
+                         f"{len(sources)} and {len(targets)}.")
+    if symmetrization not in ("grow-diag-final-and", "intersection", "union"):
+        raise ValueError("symmetrization must be 'grow-diag-final-and', 'intersection' or "
+                         f"'union'. Received: symmetrization={symmetrization!r}")
+    key = hashlib.sha256(json.dumps(
+        [list(sources), list(targets), source_tokenizer.get_vocabulary(),
+         target_tokenizer.get_vocabulary(), symmetrization], ensure_ascii=False).encode()
+    ).hexdigest()
+    if cache_path is not None:
+        import os
+
+        if os.path.exists(cache_path):
+            with np.load(cache_path) as cached:
+                if str(cached["key"]) == key:
+                    return np.split(cached["links"], np.cumsum(cached["counts"])[:-1])
+    source_words, source_index = _piece_words(
+        source_tokenizer, source_tokenizer.encode(list(sources)).to_list())
+    target_words, target_index = _piece_words(
+        target_tokenizer, target_tokenizer.encode(list(targets)).to_list())
+    word_links = _eflomal_word_links(source_words, target_words, symmetrization)
+    links = [word_links_to_pieces(pair, s, t)
+             for pair, s, t in zip(word_links, source_index, target_index, strict=True)]
+    if cache_path is not None:
+        from kerasseq._files import replace_atomically
+
+        def write(path):
+            with open(path, "wb") as handle:
+                np.savez(handle, key=key, counts=np.array([len(x) for x in links] or [0]),
+                         links=np.concatenate(links or [np.zeros([0, 2], np.int32)]))
+
+        replace_atomically(write, cache_path, suffix=".npz")
+    return links

@@ -37,7 +37,6 @@ import uuid
 
 import tensorflow as tf
 
-from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 from kerasseq.translator import SearchConfig, Translator, check_model
 
 __all__ = [
@@ -74,8 +73,8 @@ def export_translator(
     jit_compile=None,
     overwrite=True,
     alignments=False,
-    alignment_layer=ALIGNMENT_LAYER,
-    alignment_head=ALIGNMENT_HEAD,
+    alignment_layer=None,
+    alignment_head=None,
 ):
     """Write a SavedModel that maps source strings to translations and scores.
 
@@ -127,8 +126,9 @@ def export_translator(
             as `"i-j ..."` strings (source word i, target word j; see
             `kerasseq.alignment`). Needs a model with attention.
         alignment_layer, alignment_head: the attention that aligns (an index
-            or `"mean"`; default: `kerasseq.alignment.ALIGNMENT_LAYER` /
-            `ALIGNMENT_HEAD`, the mean over every layer and head).
+            or `"mean"`; default: the model's, `kerasseq.alignment.default_alignment_head`:
+            the guided head of a model trained with guided alignment, else the
+            mean over every layer and head).
         overwrite: bool; True (default) replaces an existing SavedModel
             directory or empty directory at `path`; with False any existing
             `path` raises `FileExistsError`. Nothing else is replaced in
@@ -214,7 +214,7 @@ class ServingModule(tf.Module):
         self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC])
         self.translate_alignments = None
 
-    def add_alignments(self, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD):
+    def add_alignments(self, layer=None, head=None):
         """Add `translate_alignments` (text → translation, score, alignment)."""
         self._python.alignment = (layer, head)
         self.translate_alignments = tf.function(self._serve_alignments,

@@ -42,7 +42,6 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq._validation import check_int
-from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 from kerasseq.decoding import contract, encode_for_search
 from kerasseq.decoding.beam_search import beam_search_loop
@@ -536,7 +535,7 @@ class Translator:
             )
 
     def translate(self, texts, return_scores=False, verbose=0, return_alignments=False,
-                  alignment_layer=ALIGNMENT_LAYER, alignment_head=ALIGNMENT_HEAD):
+                  alignment_layer=None, alignment_head=None):
         """Translate strings end to end.
 
         Texts are sorted by token length before batching (less padding, fewer
@@ -559,7 +558,8 @@ class Translator:
                 model with attention.
             alignment_layer, alignment_head: which cross-attention of a
                 Transformer the alignment reads: an index or `"mean"` each
-                (default: `kerasseq.alignment.ALIGNMENT_LAYER` / `ALIGNMENT_HEAD`,
+                (default: the model's, `kerasseq.alignment.default_alignment_head`:
+                the guided head of a model trained with guided alignment, else
                 the mean over every layer and head).
 
         Returns:
@@ -679,7 +679,7 @@ class Translator:
         # (batch_size * num_return,)
         return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
 
-    def align_tensor(self, text, layer=ALIGNMENT_LAYER, head=ALIGNMENT_HEAD):
+    def align_tensor(self, text, layer=None, head=None):
         """Graph-mode translation with word alignments (the `translate_alignments` export).
 
         Args:

@@ -241,12 +241,12 @@ def make_parser():
              "'source-target' word indices (i-j), after a tab (.keras models with attention)")
     translate_parser.add_argument(
         "--alignment-layer", default=None, metavar="INDEX|mean",
-        help="Transformer decoder layer whose cross-attention aligns (default: kerasseq's, "
-             "kerasseq.alignment.ALIGNMENT_LAYER)")
+        help="Transformer decoder layer whose cross-attention aligns (default: the "
+             "model's: its guided head if it was trained with guided alignment, else the "
+             "mean over every layer and head)")
     translate_parser.add_argument(
         "--alignment-head", default=None, metavar="INDEX|mean",
-        help="attention head that aligns (default: kerasseq's, "
-             "kerasseq.alignment.ALIGNMENT_HEAD)")
+        help="attention head that aligns (default: the model's, as --alignment-layer)")
     translate_parser.set_defaults(handler="command_translate")
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")

@@ -49,8 +49,46 @@ def _teacher_forcing(source_ids, target_ids):
 
 
 def _example_length(inputs, target_out):
-    source_ids, target_in = inputs
+    if isinstance(inputs, dict):
+        source_ids, target_in = inputs["source_ids"], inputs["target_in_ids"]
+    else:
+        source_ids, target_in = inputs
     return tf.maximum(tf.shape(source_ids)[0], tf.shape(target_in)[0])
+
+
+def _check_alignments(alignments, num_pairs, source_lengths, target_lengths):
+    """Links as one int32 `(n, 2)` array per pair, every index inside its pair's pieces."""
+    alignments = list(alignments)
+    if len(alignments) != num_pairs:
+        raise ValueError(f"alignments must hold one entry per pair: {num_pairs} pairs, "
+                         f"{len(alignments)} alignments.")
+    checked = []
+    for index, links in enumerate(alignments):
+        links = np.asarray(links if len(links) else np.zeros([0, 2]))
+        if links.ndim != 2 or links.shape[1] != 2 or not np.issubdtype(links.dtype, np.integer):
+            raise ValueError(
+                f"alignments[{index}] must be (target_piece, source_piece) int pairs, shape "
+                f"(n, 2). Received shape {links.shape} of {links.dtype}.")
+        bad = ((links[:, 0] < 0) | (links[:, 0] >= target_lengths[index])
+               | (links[:, 1] < 0) | (links[:, 1] >= source_lengths[index]))
+        if bad.any():
+            raise ValueError(
+                f"alignments[{index}] links target piece {int(links[bad][0, 0])} to source piece "
+                f"{int(links[bad][0, 1])}, outside the pair's {int(target_lengths[index])} "
+                f"target and {int(source_lengths[index])} source pieces (as its tokenizers "
+                "encode it). Links index the pieces of the encoded texts, from 0.")
+        checked.append(links.astype(np.int32))
+    return checked
+
+
+def _dense_links(inputs, target_out):
+    """`((source, target_in, links (n, 2)), target_out)` → the dict of a guided batch element."""
+    source_ids, target_in, links = inputs
+    shape = tf.stack([tf.shape(target_in)[0], tf.shape(source_ids)[0]])
+    dense = tf.scatter_nd(links, tf.ones([tf.shape(links)[0]], tf.int32), shape)
+    # (target_length + 1, source_length): row t is the piece target_out[t]; [END]'s row is empty
+    return {"source_ids": source_ids, "target_in_ids": target_in,
+            "alignment_links": tf.minimum(dense, 1)}, target_out
 
 
 def _auto_bucket_boundaries(lengths):
@@ -81,6 +119,7 @@ def make_dataset(
     max_target_length=None,
     drop_remainder=False,
     cache=True,
+    alignments=None,
 ):
     """Build a training / evaluation dataset of teacher-forcing batches.
 
@@ -112,12 +151,20 @@ def make_dataset(
         drop_remainder: bool, drop the last smaller batch (of each bucket).
         cache: bool, keep the tokenized examples in memory after the first
             epoch.
+        alignments: optional reference word links for guided alignment
+            training (`TransformerSeq2Seq(guided_alignment_weight=...)`):
+            one entry per pair, `(target_piece, source_piece)` int pairs
+            indexing the pieces of the encoded target and source, from 0
+            (`kerasseq.alignment.reference_alignments` makes them).
 
     Returns:
         `tf.data.Dataset` of `((source_ids, target_in_ids), target_out_ids)`,
         int32, shapes `((batch_size, source_length), (batch_size,
         target_length))` and `(batch_size, target_length)`; ready for
-        `model.fit`.
+        `model.fit`. With `alignments` the inputs are a dict of `source_ids`,
+        `target_in_ids` and `alignment_links`, int32 `(batch_size,
+        target_length, source_length)`: 1 where target piece `t` (the one
+        `target_out_ids[:, t]` holds) is linked to a source piece.
 
     Example:
 
@@ -155,6 +202,8 @@ def make_dataset(
     if max_target_length is not None:
         kept &= target_lengths + 1 <= max_target_length
     lengths = np.maximum(source_lengths, target_lengths + 1)  # as _example_length
+    if alignments is not None:
+        alignments = _check_alignments(alignments, len(pairs), source_lengths, target_lengths)
 
     boundaries = bucket_boundaries
     if isinstance(boundaries, str):
@@ -185,22 +234,38 @@ def make_dataset(
     dataset = dataset.batch(_ENCODE_CHUNK)
     dataset = dataset.map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
     dataset = dataset.unbatch()  # one (source_ids, target_ids) per element
+    if alignments is not None:  # the links ride along as (n, 2) per pair
+        links = tf.RaggedTensor.from_row_lengths(
+            np.concatenate(alignments).reshape([-1, 2]).astype(np.int32),
+            [len(row) for row in alignments])
+        dataset = tf.data.Dataset.zip(
+            (dataset, tf.data.Dataset.from_tensor_slices(links))).map(
+            lambda ids, pair_links: (*ids, pair_links))
     if max_source_length is not None or max_target_length is not None:
         source_limit = max_source_length or np.iinfo(np.int32).max
         target_limit = max_target_length or np.iinfo(np.int32).max
 
-        def short_enough(source_ids, target_ids):
+        def short_enough(source_ids, target_ids, *links):
             return (tf.shape(source_ids)[0] <= source_limit) & (
                 tf.shape(target_ids)[0] + 1 <= target_limit)
 
         dataset = dataset.filter(short_enough)
-    dataset = dataset.map(_teacher_forcing, num_parallel_calls=tf.data.AUTOTUNE)
+    if alignments is None:
+        dataset = dataset.map(_teacher_forcing, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        def teacher_forcing_with_links(source_ids, target_ids, pair_links):
+            (source_ids, target_in), target_out = _teacher_forcing(source_ids, target_ids)
+            return (source_ids, target_in, pair_links), target_out
+
+        dataset = dataset.map(teacher_forcing_with_links, num_parallel_calls=tf.data.AUTOTUNE)
     if cache:
-        dataset = dataset.cache()
+        dataset = dataset.cache()  # the links as lists: the dense matrices come after
     if shuffle:
         dataset = dataset.shuffle(
             buffer_size=len(pairs), seed=seed, reshuffle_each_iteration=True
         )
+    if alignments is not None:
+        dataset = dataset.map(_dense_links, num_parallel_calls=tf.data.AUTOTUNE)
     if boundaries is None:
         dataset = dataset.padded_batch(
             batch_size, padding_values=PAD_ID, drop_remainder=drop_remainder

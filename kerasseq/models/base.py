@@ -19,7 +19,6 @@ import weakref
 import keras
 import tensorflow as tf
 
-from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 
 
 def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer):
@@ -264,12 +263,16 @@ class Seq2SeqModel(keras.Model):
         Under a `tf.distribute` strategy with more than one replica the step
         all-reduces before it clips and reports the global batch's loss
         (`kerasseq.training.distribute.exact_train_step`), so it equals the
-        one-device step on the same global batch.
+        one-device step on the same global batch. A batch with alignment
+        links (guided alignment) takes kerasseq's one-device step, which gets
+        its loss from `compute_predictions_and_loss`.
         """
         from kerasseq.training import distribute  # training code; imported on use
 
         if distribute.uses_exact_step():
             return distribute.exact_train_step(self, data)
+        if distribute.carries_links(data):
+            return distribute.one_device_train_step(self, data)
         return super().train_step(data)
 
     def test_step(self, data):
@@ -277,7 +280,21 @@ class Seq2SeqModel(keras.Model):
 
         if distribute.uses_exact_step():
             return distribute.exact_test_step(self, data)
+        if distribute.carries_links(data):
+            return distribute.one_device_test_step(self, data)
         return super().test_step(data)
+
+    def compute_predictions_and_loss(self, x, y, sample_weight=None, training=True):
+        """`(y_pred, loss)` of one batch: the forward pass and `compute_loss`.
+
+        Where kerasseq's training and evaluation steps get a batch's
+        predictions and loss; a model with a loss term of its own (the
+        Transformer's guided alignment) overrides it.
+        """
+        y_pred = self(x, training=training)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                 training=training)
+        return y_pred, loss
 
     # ------------------------------------------------------------ contract
     def encode(self, source_ids, max_length=None):
@@ -364,8 +381,8 @@ class Seq2SeqModel(keras.Model):
         return self.translator(config, **settings).generate(source_ids)
 
     def translate(self, texts, config=None, *, return_scores=False, verbose=0,
-                  return_alignments=False, alignment_layer=ALIGNMENT_LAYER,
-                  alignment_head=ALIGNMENT_HEAD, **settings):
+                  return_alignments=False, alignment_layer=None,
+                  alignment_head=None, **settings):
         """Translate strings end to end: tokenize, encode, search, detokenize.
 
         Beam search with 4 beams by default, the same defaults as

@@ -5,7 +5,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from kerasseq._replicas import sum_over_replicas
 from kerasseq._validation import check_int
+from kerasseq.alignment import guided_alignment_loss
 from kerasseq.layers import (
     PositionalEmbedding,
     TransformerDecoderBlock,
@@ -162,18 +164,36 @@ class TransformerSeq2Seq(Seq2SeqModel):
     `encode`; inside a `tf.function` `encode` fails with an
     `InvalidArgumentError` carrying the same message. Targets are limited to
     `max_length` tokens too (`max_target_length == max_length`).
+
+    Guided alignment (`guided_alignment_weight > 0`; Garg et al. 2019,
+    OpenNMT-tf's `guided_alignment_weight`, fairseq's `transformer_align`).
+    One cross-attention head, `guided_alignment_head` of decoder layer
+    `guided_alignment_layer`, is trained to align: batches that carry
+    reference links (`kerasseq.data.make_dataset(..., alignments=...)`: a
+    dict of `source_ids`, `target_in_ids` and `alignment_links`
+    `(batch_size, target_length, source_length)`) add
+    `guided_alignment_weight × kerasseq.alignment.guided_alignment_loss` of
+    that head to the loss, reported as the metric `alignment_loss`. The
+    forward pass ignores the links (`model(x)` and `predict` read the two
+    id inputs), and word alignments of such a model read the guided head
+    by default (`kerasseq.alignment.default_alignment_head`).
     """
 
     def __init__(self, source_vocab_size, target_vocab_size, num_layers=2, d_model=128,
                  num_heads=4, dff=512, dropout=0.1, max_length=64, share_embeddings=False,
                  tie_output=False, norm_first=False, layer_norm_epsilon=1e-5,
-                 source_tokenizer=None, target_tokenizer=None, *args, **kwargs):
+                 guided_alignment_weight=0.0, guided_alignment_layer=None,
+                 guided_alignment_head=0, source_tokenizer=None, target_tokenizer=None,
+                 *args, **kwargs):
         # `*args`: keras.models.clone_model calls cls(inputs, outputs, name=...)
         # (see Seq2SeqModel._init_as_clone).
         if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
             return
         _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                          dff, dropout, max_length, share_embeddings)
+        guided_alignment_weight, guided_alignment_layer, guided_alignment_head = (
+            _check_guided_alignment(guided_alignment_weight, guided_alignment_layer,
+                                    guided_alignment_head, num_layers, num_heads))
         block_args = dict(d_model=d_model, num_heads=num_heads, dff=dff, dropout=dropout,
                           norm_first=norm_first, layer_norm_epsilon=layer_norm_epsilon)
         target_embedding = PositionalEmbedding(target_vocab_size, d_model, max_length,
@@ -224,6 +244,63 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.max_target_length = max_length
+        self.guided_alignment_weight = guided_alignment_weight
+        self.guided_alignment_layer = guided_alignment_layer
+        self.guided_alignment_head = guided_alignment_head
+        if guided_alignment_weight > 0:
+            self.alignment_loss_tracker = keras.metrics.Mean(name="alignment_loss")
+
+    # ------------------------------------------------------ guided alignment
+    @property
+    def guided_head(self):
+        """`(layer, head)` trained to align, or `None` for a model trained without guidance."""
+        if self.guided_alignment_weight > 0:
+            return self.guided_alignment_layer, self.guided_alignment_head
+        return None
+
+    def compute_predictions_and_loss(self, x, y, sample_weight=None, training=True):
+        """`(logits, loss)` of a batch; with alignment links, plus the guided term.
+
+        A batch without `alignment_links` is `Seq2SeqModel`'s. With them the
+        forward pass runs once, keeping the guided head's attention, and the
+        loss is the compiled loss plus `guided_alignment_weight ×
+        guided_alignment_loss(links, attention)` (each replica's share of the
+        global mean under a strategy); `alignment_loss` is updated with the
+        global value.
+
+        Raises:
+            ValueError: the batch carries links but the model was built
+                without guidance (`guided_alignment_weight=0`).
+        """
+        if not (isinstance(x, dict) and "alignment_links" in x):
+            return super().compute_predictions_and_loss(x, y, sample_weight, training)
+        if self.guided_head is None:
+            raise ValueError(
+                "The batch carries alignment_links, but the model was built with "
+                "guided_alignment_weight=0 (no head to guide). Build it with "
+                "guided_alignment_weight > 0, or make the dataset without alignments.")
+        logits, attention = self._logits_and_guided_attention(
+            x["source_ids"], x["target_in_ids"], training)
+        loss = self.compute_loss(x=x, y=y, y_pred=logits, sample_weight=sample_weight,
+                                 training=training)
+        alignment = guided_alignment_loss(x["alignment_links"], attention)
+        self.alignment_loss_tracker.update_state(sum_over_replicas(alignment))
+        return logits, loss + ops.cast(self.guided_alignment_weight, loss.dtype) * alignment
+
+    def _logits_and_guided_attention(self, source_ids, target_in_ids, training):
+        """The training graph run layer by layer: logits and the guided head's attention."""
+        source_ids = ops.cast(source_ids, "int32")
+        target_in_ids = ops.cast(target_in_ids, "int32")
+        source_mask = ops.not_equal(source_ids, 0)
+        encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
+                                         self.encoder_blocks, self.encoder_norm,
+                                         source_ids, source_mask, training=training)
+        x, scores = _decoder_stack(self.target_embedding, self.target_dropout,
+                                   self.decoder_blocks, self.decoder_norm, target_in_ids,
+                                   encoder_outputs, source_mask, training=training)
+        attention = scores[self.guided_alignment_layer][:, self.guided_alignment_head]
+        # (batch_size, target_length, source_length)
+        return self.output_projection(x), attention
 
     # ------------------------------------------------------------ contract
     def encode(self, source_ids, max_length=None):
@@ -381,6 +458,28 @@ def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, 
     check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)
 
 
+def _check_guided_alignment(weight, layer, head, num_layers, num_heads):
+    """`(weight, layer, head)` checked, the indices made non-negative.
+
+    `layer=None` is the penultimate decoder layer (the last one of a
+    one-layer model), where Garg et al. (2019) found a Transformer aligns best.
+    """
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.number)) or not (
+            np.isfinite(weight) and weight >= 0):
+        raise ValueError("guided_alignment_weight must be a finite number >= 0 (0: no guidance). "
+                         f"Received: guided_alignment_weight={weight!r}")
+    if layer is None:
+        layer = max(num_layers - 2, 0)
+    for name, value, size in (("guided_alignment_layer", layer, num_layers),
+                              ("guided_alignment_head", head, num_heads)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
+                -size <= value < size):
+            what = "decoder layers" if name.endswith("layer") else "heads"
+            raise ValueError(f"{name} must be an int in [{-size}, {size - 1}] (the model has "
+                             f"{size} {what}). Received: {name}={value!r}")
+    return float(weight), int(layer) % num_layers, int(head) % num_heads
+
+
 def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, num_layers=2,
                               d_model=128, num_heads=4, dff=512, dropout=0.1, max_length=64,
                               share_embeddings=False, tie_output=False, norm_first=False,
@@ -405,7 +504,11 @@ def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, nu
             instead of the paper's post-norm.
         source_tokenizer, target_tokenizer: optional `TextTokenizer`s stored
             with the model so that `translate(texts)` and exports work.
-        **kwargs: `layer_norm_epsilon`, `name`.
+        **kwargs: `layer_norm_epsilon`, `name`, and guided alignment:
+            `guided_alignment_weight` (float >= 0, default 0: none),
+            `guided_alignment_layer` (int; default the penultimate decoder
+            layer), `guided_alignment_head` (int, default 0); see
+            `TransformerSeq2Seq`.
 
     Returns:
         A `TransformerSeq2Seq` (a functional `keras.Model`

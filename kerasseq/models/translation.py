@@ -11,7 +11,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq.alignment import ALIGNMENT_HEAD, ALIGNMENT_LAYER
 from kerasseq.models.base import Seq2SeqModel
 
 _EXPECTED = (
@@ -22,8 +21,8 @@ _EXPECTED = (
 
 
 def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores=False,
-              return_alignments=False, alignment_layer=ALIGNMENT_LAYER,
-              alignment_head=ALIGNMENT_HEAD, **settings):
+              return_alignments=False, alignment_layer=None,
+              alignment_head=None, **settings):
     """Translate text or token ids with a kerasseq model; beam search by default.
 
     The same search, with the same defaults (`kerasseq.SearchConfig()`: beam

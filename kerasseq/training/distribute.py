@@ -146,12 +146,21 @@ def pad_batches_to_multiple(dataset, multiple):
         return tf.concat([ids, tf.concat([first, rest], axis=1)], axis=0)
 
     def pad(inputs, target_out):
-        source_ids, target_in = inputs
+        guided = isinstance(inputs, dict)
+        source_ids, target_in = ((inputs["source_ids"], inputs["target_in_ids"]) if guided
+                                 else inputs)
         count = (-tf.shape(target_out)[0]) % multiple
         padded_out = tf.concat([target_out, tf.zeros([count, tf.shape(target_out)[1]],
                                                      target_out.dtype)], axis=0)
-        return (neutral_rows(source_ids, count, END_ID),
-                neutral_rows(target_in, count, START_ID)), padded_out  # (batch_size + count, ...)
+        source_ids = neutral_rows(source_ids, count, END_ID)  # (batch_size + count, ...)
+        target_in = neutral_rows(target_in, count, START_ID)
+        if not guided:
+            return (source_ids, target_in), padded_out
+        links = inputs["alignment_links"]  # neutral rows have no link
+        links = tf.concat([links, tf.zeros(tf.concat([[count], tf.shape(links)[1:]], 0),
+                                           links.dtype)], axis=0)
+        return {"source_ids": source_ids, "target_in_ids": target_in,
+                "alignment_links": links}, padded_out
 
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -261,9 +270,7 @@ def exact_train_step(model, data):
     optimizer = model.optimizer
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     with tf.GradientTape() as tape:
-        y_pred = model(x, training=True)
-        loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
-                                  training=True)
+        y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=True)
         scaled_loss = optimizer.scale_loss(loss)
     variables = model.trainable_weights
     gradients = tape.gradient(scaled_loss, variables)
@@ -301,13 +308,51 @@ def exact_test_step(model, data):
 
     context = tf.distribute.get_replica_context()
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-    y_pred = model(x, training=False)
-    loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+    y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=False)
     tracker = _loss_tracker(model)
     if tracker is not None:
         global_loss = context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
         tracker.update_state(global_loss, sample_weight=_real_rows(y))
     return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def carries_links(data):
+    """True for a batch whose inputs carry `alignment_links` (guided alignment)."""
+    x = keras.utils.unpack_x_y_sample_weight(data)[0]
+    return isinstance(x, dict) and "alignment_links" in x
+
+
+def one_device_train_step(model, data):
+    """Keras' one-device training step, with the loss of `model.compute_predictions_and_loss`.
+
+    Used for batches Keras' own step cannot take: with alignment links, the
+    loss has a term the forward pass alone does not give.
+    """
+    import tensorflow as tf
+
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    with tf.GradientTape() as tape:
+        y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=True)
+        scaled_loss = model.optimizer.scale_loss(loss)
+    variables = model.trainable_weights
+    model.optimizer.apply_gradients(zip(tape.gradient(scaled_loss, variables), variables))
+    _track_loss(model, loss, y)
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def one_device_test_step(model, data):
+    """Keras' one-device evaluation step, with `model.compute_predictions_and_loss`."""
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=False)
+    _track_loss(model, loss, y)
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def _track_loss(model, loss, y):
+    """The running loss, weighted by rows as Keras weights it."""
+    tracker = _loss_tracker(model)
+    if tracker is not None:
+        tracker.update_state(loss, sample_weight=keras.ops.shape(y)[0])
 
 
 def uses_exact_step():

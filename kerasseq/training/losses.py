@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from kerasseq._replicas import sum_over_replicas
+
 
 @keras.saving.register_keras_serializable(package="kerasseq")
 class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
@@ -65,7 +67,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             )
         token_loss = -ops.sum(targets * log_probs, axis=-1)  # (batch_size, target_length)
         mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        token_count = _sum_over_replicas(ops.sum(mask))
+        token_count = sum_over_replicas(ops.sum(mask))
         return ops.sum(token_loss * mask) / ops.maximum(token_count, 1.0)
 
     def get_config(self):
@@ -74,18 +76,3 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             label_smoothing=self.label_smoothing, pad_id=self.pad_id, from_logits=self.from_logits
         )
         return config
-
-
-def _sum_over_replicas(value):
-    """Σ of a per-replica scalar over the replicas of a `tf.distribute` strategy.
-
-    The identity outside `strategy.run` and with a single replica.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return value
-    import tensorflow as tf
-
-    context = tf.distribute.get_replica_context()  # None in a cross-replica context
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, ops.stop_gradient(value))

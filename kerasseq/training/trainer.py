@@ -57,17 +57,29 @@ def _neutral_batch(element_spec):
     from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
     try:
-        (source_spec, target_in_spec), target_out_spec = element_spec
-    except (TypeError, ValueError):
+        inputs_spec, target_out_spec = element_spec
+        if isinstance(inputs_spec, dict):
+            source_spec, target_in_spec = (inputs_spec["source_ids"],
+                                           inputs_spec["target_in_ids"])
+            links_spec = inputs_spec["alignment_links"]
+        else:
+            (source_spec, target_in_spec), links_spec = inputs_spec, None
+    except (TypeError, ValueError, KeyError):
         raise ValueError(
-            "DistributedTrainer expects batches ((source_ids, target_in_ids), target_out_ids) as "
-            f"built by kerasseq.data.make_dataset. Received element_spec: {element_spec!r}"
+            "DistributedTrainer expects batches ((source_ids, target_in_ids), target_out_ids) "
+            "(or with a dict of source_ids, target_in_ids and alignment_links) as built by "
+            f"kerasseq.data.make_dataset. Received element_spec: {element_spec!r}"
         ) from None
 
     def ids(spec, value):
         return tf.fill([1, 1], tf.cast(value, spec.dtype))
 
-    return (ids(source_spec, END_ID), ids(target_in_spec, START_ID)), ids(target_out_spec, PAD_ID)
+    source, target_in = ids(source_spec, END_ID), ids(target_in_spec, START_ID)
+    if links_spec is None:
+        return (source, target_in), ids(target_out_spec, PAD_ID)
+    return ({"source_ids": source, "target_in_ids": target_in,
+             "alignment_links": tf.zeros([1, 1, 1], links_spec.dtype)},
+            ids(target_out_spec, PAD_ID))
 
 
 def sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, global_batch_size, **dataset_args):
