@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from kerasseq.alignment import (
+    align_texts,
     attention_heads,
     default_alignment_head,
     guided_alignment_loss,
@@ -247,7 +248,8 @@ def test_one_step_loss_is_cross_entropy_plus_weighted_alignment_loss():
 def _permutation_pairs(count, rng):
     pairs = []
     for _ in range(count):
-        words = [LETTERS[i] for i in rng.integers(0, len(LETTERS), 4)]
+        # distinct letters: a repeated one would make two source positions equally right
+        words = [LETTERS[i] for i in rng.choice(len(LETTERS), 4, replace=False)]
         pairs.append((" ".join(words), " ".join(words[p].upper() for p in PERMUTATION)))
     return pairs
 
@@ -256,7 +258,7 @@ def _permutation_pairs(count, rng):
 def permutation_models():
     """The same tiny Transformer trained the same steps with and without guidance."""
     rng = np.random.default_rng(0)
-    train, held_out = _permutation_pairs(256, rng), _permutation_pairs(48, rng)
+    train, held_out = _permutation_pairs(512, rng), _permutation_pairs(48, rng)
     source = TextTokenizer.from_texts([s for s, _ in train], split="whitespace")
     target = TextTokenizer.from_texts([t for _, t in train], split="whitespace")
     links = [[(j, p) for j, p in enumerate(PERMUTATION)]] * len(train)
@@ -270,7 +272,7 @@ def permutation_models():
         model.compile(optimizer=keras.optimizers.Adam(3e-3),
                       loss=MaskedSparseCategoricalCrossentropy())
         model.fit(make_dataset(train, source, target, batch_size=32, seed=0,
-                               alignments=links if weight else None), epochs=5, verbose=0)
+                               alignments=links if weight else None), epochs=4, verbose=0)
         models[name] = model
     return models, held_out
 
@@ -285,8 +287,10 @@ def _head_accuracy(model, pairs):
 
 def test_guided_head_learns_the_permutation_and_the_unguided_one_does_not(permutation_models):
     models, held_out = permutation_models
-    assert _head_accuracy(models["guided"], held_out) >= 0.9
-    assert _head_accuracy(models["unguided"], held_out) <= 0.5
+    guided = _head_accuracy(models["guided"], held_out)
+    unguided = _head_accuracy(models["unguided"], held_out)
+    assert guided >= 0.95, (guided, unguided)
+    assert unguided <= 0.5, (guided, unguided)
 
 
 def test_guided_model_aligns_with_its_guided_head_through_every_door(permutation_models,
@@ -303,8 +307,13 @@ def test_guided_model_aligns_with_its_guided_head_through_every_door(permutation
     explicit = model.translate(sources, return_alignments=True, alignment_layer=0,
                                alignment_head=0, **settings)[1]
     assert links == explicit
-    assert links != model.translate(sources, return_alignments=True, alignment_layer="mean",
-                                    alignment_head="mean", **settings)[1]
+    # the default weights are the guided head's, not the mean's (whose argmax may agree)
+    default = align_texts(model, sources, translations)
+    guided = align_texts(model, sources, translations, layer=0, head=0)
+    mean = align_texts(model, sources, translations, layer="mean", head="mean")
+    for ours, head, average in zip(default, guided, mean, strict=True):
+        np.testing.assert_array_equal(ours["weights"], head["weights"])
+        assert np.abs(ours["weights"] - average["weights"]).max() > 1e-3
     # the guided head puts target word j on source word PERMUTATION[j]
     hits = [sorted(row) == sorted((p, j) for j, p in enumerate(PERMUTATION))
             for row in links]

@@ -20,7 +20,6 @@ import keras
 import tensorflow as tf
 
 
-
 def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer):
     """Vocabulary sizes given directly or taken from the tokenizers, validated.
 

@@ -335,7 +335,8 @@ def one_device_train_step(model, data):
         y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=True)
         scaled_loss = model.optimizer.scale_loss(loss)
     variables = model.trainable_weights
-    model.optimizer.apply_gradients(zip(tape.gradient(scaled_loss, variables), variables))
+    model.optimizer.apply_gradients(zip(tape.gradient(scaled_loss, variables), variables,
+                                        strict=True))
     _track_loss(model, loss, y)
     return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
