@@ -49,15 +49,23 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
     `--transformer-dropout`) has a position table of `positions` and trains
     with the warm-up schedule (`--warmup-steps`, `--lr-scale`); the RNNs
     (`--embedding-dim`, `--units`, `--dropout`, Bahdanau attention unless
-    `name` is "rnn_none") with Adam at `--learning-rate`. Gradients are
+    `name` is "rnn_none") with Adam at `--learning-rate`. "transformer_guided"
+    is the Transformer with guided alignment (`--guided-alignment-weight`,
+    `--guided-alignment-layer`, `--guided-alignment-head`). Gradients are
     clipped to norm 1; the loss is label-smoothed by `--label-smoothing`.
     """
     source_tokenizer, target_tokenizer = tokenizers
-    if name == "transformer":
+    if name.startswith("transformer"):
+        guided = {}
+        if name == "transformer_guided":  # one cross-attention head trained to align
+            guided = dict(guided_alignment_weight=args.guided_alignment_weight,
+                          guided_alignment_layer=args.guided_alignment_layer,
+                          guided_alignment_head=args.guided_alignment_head)
         model = build_transformer_seq2seq(
             num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
             dropout=args.transformer_dropout, max_length=positions, norm_first=norm_first,
-            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name)
+            source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
+            **guided)
         optimizer = transformer_optimizer(args.d_model, warmup_steps=args.warmup_steps,
                                           scale=args.lr_scale, clipnorm=1.0)
     else:

@@ -136,6 +136,11 @@ def attention_aligners(name, model, pairs):
         links_from_weights(h.mean(axis=(0, 1))) for h in heads]
     aligners[f"{name} (last layer, heads averaged)"] = [
         links_from_weights(h[-1].mean(axis=0)) for h in heads]
+    guided = getattr(model, "guided_head", None)
+    if guided is not None:  # what the translator returns by default for this model
+        layer, head = guided
+        aligners[f"{name} (guided head: layer {layer} head {head})"] = [
+            links_from_weights(h[layer, head]) for h in heads]
     for layer in range(num_layers):
         aligners[f"{name} layer {layer} (heads averaged)"] = [
             links_from_weights(h[layer].mean(axis=0)) for h in heads]

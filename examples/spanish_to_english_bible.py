@@ -39,6 +39,14 @@ Two phases, so a long training can be scored later with newer code:
   model's chrF, with every model's output) and OUTPUT_DIR/learning_curves.png
   (dev BLEU and loss against minutes of `fit`; also into `--figures-dir`).
 
+`--models transformer_guided` trains the Transformer with guided alignment:
+eflomal aligns the training verses (never dev or test; cached as
+OUTPUT_DIR/reference_links.npz), and cross-attention head
+`--guided-alignment-head` of layer `--guided-alignment-layer` is trained
+toward those links with weight `--guided-alignment-weight`
+(`kerasseq.alignment.guided_alignment_loss`); its alignments then come from
+that head (examples/bible_alignments.py scores them).
+
 `--phase all` (the default) runs both. The recorded run is the defaults with
 `--time-limit-minutes 90`, one model at a time on an otherwise idle machine;
 its figures are in docs/results.md ("Spanish → English (SWORD Bibles)") and
@@ -58,6 +66,7 @@ import numpy as np  # noqa: E402
 from _translation_common import build_model, model_names, print_report, set_threads  # noqa: E402
 
 from kerasseq._files import write_text_atomically  # noqa: E402
+from kerasseq.alignment import reference_alignments  # noqa: E402
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
@@ -69,7 +78,8 @@ from kerasseq.training import (  # noqa: E402
     epoch_checkpoints,
 )
 
-MODELS = ("transformer", "rnn_attention")
+MODELS = ("transformer", "rnn_attention", "transformer_guided")
+DEFAULT_MODELS = "transformer,rnn_attention"
 LENGTH_BUCKETS = (0, 10, 20, 30, 40, 60)  # source words
 POSITIONS = 256  # the Transformer's position table; test sources are cut to it
 
@@ -275,8 +285,9 @@ def make_parser():
     parser.add_argument("--phase", choices=["train", "evaluate", "all"], default="all")
     parser.add_argument("--source-module", default="spaRV1909eb")
     parser.add_argument("--target-module", default="engWEB2015eb")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated, from %(default)s")
+    parser.add_argument("--models", default=DEFAULT_MODELS,
+                        help=f"comma-separated, from {','.join(MODELS)} (default: %(default)s); "
+                             "transformer_guided trains one cross-attention head to align")
     parser.add_argument("--source-vocabulary-size", type=int, default=6000)
     parser.add_argument("--target-vocabulary-size", type=int, default=5000)
     parser.add_argument("--max-pieces", type=int, default=100,
@@ -307,6 +318,13 @@ def make_parser():
     parser.add_argument("--units", type=int, default=256)
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--guided-alignment-weight", type=float, default=0.1,
+                        help="transformer_guided: weight of the alignment loss (Marian's default)")
+    parser.add_argument("--guided-alignment-layer", type=int, default=None,
+                        help="transformer_guided: decoder layer of the guided head (default: "
+                             "the penultimate)")
+    parser.add_argument("--guided-alignment-head", type=int, default=0,
+                        help="transformer_guided: the guided head")
     parser.add_argument("--num-beams", type=int, default=4)
     parser.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 1.0])
     parser.add_argument("--threads", type=int, default=0,
@@ -363,8 +381,22 @@ def main(argv=None):
                          batch_size=args.batch_size, shuffle=False,
                          max_source_length=POSITIONS, max_target_length=POSITIONS - 1),
         )
+        if "transformer_guided" in names:  # eflomal's links of the training verses only
+            started = time.time()
+            links = reference_alignments(
+                [p.source for p in splits["train"]], [p.target for p in splits["train"]],
+                *tokenizers, cache_path=os.path.join(args.output_dir, "reference_links.npz"))
+            print(f"reference links: {sum(len(row) for row in links):,} piece links for "
+                  f"{len(links):,} training verses ({time.time() - started:.0f} s)", flush=True)
+            guided_data = (
+                make_dataset([(p.source, p.target) for p in splits["train"]], *tokenizers,
+                             batch_size=args.batch_size, seed=args.seed,
+                             bucket_boundaries="auto", max_source_length=args.max_pieces,
+                             max_target_length=args.max_pieces, alignments=links),
+                data[1])
         for name in names:
-            train(name, args, data, tokenizers, dev_pairs)
+            train(name, args, guided_data if name == "transformer_guided" else data,
+                  tokenizers, dev_pairs)
     if args.phase == "train":
         return None
     results = {"data": report, "dev_pairs_scored": len(dev_pairs),

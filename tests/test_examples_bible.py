@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.test_examples import EXAMPLES, load_example
@@ -98,6 +99,23 @@ def test_bible_alignments_smoke(tmp_path):
         "transformer (last layer, heads averaged)"]
     assert {path.name for path in (fresh / "images").iterdir()} == {
         "bible_attention_transformer.png", "bible_attention_heads.png"}
+
+
+def test_guided_transformer_smoke(tmp_path):
+    _modules_or_skip()
+    pytest.importorskip("eflomal", reason="eflomal is not installed (pip install -e '.[align]')")
+    module = load_example("spanish_to_english_bible")
+    results = module.main(["--smoke", "--models", "transformer_guided", "--output-dir",
+                           str(tmp_path)])
+    history = results["models"]["transformer_guided"]["history"]
+    assert np.isfinite(history["alignment_loss"]).all() and history["alignment_loss"][0] > 0
+    with np.load(tmp_path / "reference_links.npz") as cached:
+        assert cached["counts"].shape == (400,) and cached["counts"].sum() > 400
+    # The alignment study scores the guided head, the translator's default for this model.
+    aligned = load_example("bible_alignments").main([
+        "--no-eflomal", "--max-verses", "12", "--output-dir", str(tmp_path / "aligned"),
+        "--model", f"transformer_guided={tmp_path / 'transformer_guided' / 'model.keras'}"])
+    assert "transformer_guided (guided head: layer 0 head 0)" in aligned["scores"]
 
 
 def test_missing_modules_exit_cleanly(tmp_path, capsys, monkeypatch):

@@ -240,6 +240,11 @@ def test_one_step_loss_is_cross_entropy_plus_weighted_alignment_loss():
     evaluated = model.evaluate(tf.data.Dataset.from_tensors((x, target_out)), verbose=0,
                                return_dict=True)
     assert evaluated["alignment_loss"] == pytest.approx(alignment, rel=1e-5)
+    # data without links: the loss is the cross-entropy, the alignment loss not measured
+    plain = model.evaluate(tf.data.Dataset.from_tensors(((source, target_in), target_out)),
+                           verbose=0, return_dict=True)
+    assert plain["loss"] == pytest.approx(cross_entropy, rel=1e-5)
+    assert np.isnan(plain["alignment_loss"])
     # predict reads the two id inputs and ignores the links
     np.testing.assert_allclose(model.predict(tf.data.Dataset.from_tensors((x,)), verbose=0),
                                model([source, target_in]).numpy(), atol=1e-5)

@@ -94,6 +94,15 @@ class OutputProjection(keras.layers.Layer):
         return config
 
 
+class _MeanOfMeasured(keras.metrics.Mean):
+    """A `Mean` that reads NaN, not 0, when nothing was measured: the
+    `alignment_loss` of an evaluation whose batches carry no links."""
+
+    def result(self):
+        return ops.where(self.count > 0, ops.divide_no_nan(self.total, self.count),
+                         float("nan"))
+
+
 def _encoder_stack(embedding, dropout, blocks, final_norm, source_ids, source_mask, training=None):
     """Source ids `(batch_size, source_length)` → encoder outputs `(batch_size, source_length, d_model)`."""
     x = dropout(embedding(source_ids), training=training)
@@ -173,7 +182,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
     dict of `source_ids`, `target_in_ids` and `alignment_links`
     `(batch_size, target_length, source_length)`) add
     `guided_alignment_weight × kerasseq.alignment.guided_alignment_loss` of
-    that head to the loss, reported as the metric `alignment_loss`. The
+    that head to the loss, reported as the metric `alignment_loss` (NaN
+    for an evaluation whose batches carry no links: not measured). The
     forward pass ignores the links (`model(x)` and `predict` read the two
     id inputs), and word alignments of such a model read the guided head
     by default (`kerasseq.alignment.default_alignment_head`).
@@ -248,7 +258,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.guided_alignment_layer = guided_alignment_layer
         self.guided_alignment_head = guided_alignment_head
         if guided_alignment_weight > 0:
-            self.alignment_loss_tracker = keras.metrics.Mean(name="alignment_loss")
+            self.alignment_loss_tracker = _MeanOfMeasured(name="alignment_loss")
 
     # ------------------------------------------------------ guided alignment
     @property
