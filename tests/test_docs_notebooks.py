@@ -21,6 +21,7 @@ fails on a link to a file the site does not have.
 """
 
 import doctest
+import functools
 import importlib.util
 import json
 import platform
@@ -47,7 +48,8 @@ pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.
 HOOK = ROOT / "docs" / "hooks" / "notebooks.py"
 # The page whose notebook is run: two blocks, a few seconds on a CPU.
 EXECUTED_PAGE = DOCS / "components" / "feed_forward.md"
-CELL_TIMEOUT_S = 300
+# Per cell and for the kernel's start: a guard against a hang, not a speed limit.
+CELL_TIMEOUT_S = 600
 
 
 def load_hook():
@@ -62,6 +64,12 @@ hook = load_hook()
 
 def page_id(page):
     return str(page.relative_to(DOCS))
+
+
+@functools.cache
+def notebook_of(page):
+    """The hook's notebook of `page` (None without one), made once per test run."""
+    return hook.page_notebook(page.read_text(encoding="utf-8"), page_id(page))
 
 
 def expected_cells(text):
@@ -113,7 +121,7 @@ def other_blocks(text):
 def test_notebook_is_the_pages_code(page):
     text = page.read_text(encoding="utf-8")
     expected = expected_cells(text)
-    notebook = hook.page_notebook(text, page_id(page))
+    notebook = notebook_of(page)
     if not expected:
         assert notebook is None, f"{page_id(page)} has no block that runs, but got a notebook"
         return
@@ -134,8 +142,7 @@ def test_notebook_is_the_pages_code(page):
 
 
 def test_pages_with_code_get_notebooks():
-    made = [page for page in ALL_PAGES
-            if hook.page_notebook(page.read_text(encoding="utf-8"), page_id(page)) is not None]
+    made = [page for page in ALL_PAGES if notebook_of(page) is not None]
     assert len(made) >= 30, [page_id(p) for p in made]
     assert EXECUTED_PAGE in made
 
