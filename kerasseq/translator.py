@@ -35,7 +35,6 @@ models do not import it.
 
 import numbers
 import types
-import warnings
 
 import keras
 import numpy as np
@@ -43,13 +42,14 @@ import tensorflow as tf
 
 from kerasseq._validation import check_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
-from kerasseq.decoding import contract, encode_for_search
+from kerasseq.decoding import contract
 from kerasseq.decoding.beam_search import beam_search_loop
 from kerasseq.decoding.config import (  # noqa: F401  (SearchConfig's home; re-exported)
     METHODS,
     SOURCE_BUCKETS,
     SearchConfig,
 )
+from kerasseq.decoding.contract import encode_for_search
 from kerasseq.decoding.greedy import greedy_loop
 from kerasseq.decoding.sampling import sample_loop
 
@@ -249,9 +249,9 @@ class Translator:
     column buckets, the compiled `encode` + search function and
     detokenization. `kerasseq.translate`, `Seq2SeqModel.translate` /
     `generate`, the CLI and `export_translator` all use it;
-    `serving_module()` wraps its graph path (`translate_tensor`) for
-    `tf.saved_model.save`, so a SavedModel of a translator loads with
-    TensorFlow alone.
+    `kerasseq.export.ServingModule(translator)` wraps its graph path
+    (`translate_tensor`) for `tf.saved_model.save`, so a SavedModel of a
+    translator loads with TensorFlow alone.
 
     Args:
         model: a `Seq2SeqDecodable` (`encode`, `decode_step`), e.g. a kerasseq
@@ -757,27 +757,6 @@ class Translator:
         if self.config.seed is not None:
             return tf.constant(int(self.config.seed) % (2**31 - 1), tf.int32)
         return tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
-
-    # ------------------------------------------------------------- export
-    def serving_module(self):
-        """Deprecated: `kerasseq.export.ServingModule(translator)`."""
-        warnings.warn("Translator.serving_module() is deprecated; use "
-                      "kerasseq.export.ServingModule(translator).", DeprecationWarning,
-                      stacklevel=2)
-        from kerasseq.export import ServingModule  # export imports this module
-
-        return ServingModule(self)
-
-
-def __getattr__(name):
-    """Deprecated names that moved to `kerasseq.export` (serving code lives there)."""
-    if name in ("ServingModule", "TEXT_SPEC"):
-        warnings.warn(f"kerasseq.translator.{name} is deprecated; use "
-                      f"kerasseq.export.{name}.", DeprecationWarning, stacklevel=2)
-        from kerasseq import export
-
-        return getattr(export, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_translator(model, config=None, **overrides):

@@ -130,6 +130,16 @@ def test_compiled_shapes_stay_bounded(g2p):
     assert translator.trace_count == traces
 
 
+def test_row_buckets_and_padding_rows():
+    from kerasseq.translator import bucket_size, pad_rows
+
+    assert [bucket_size(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
+    assert bucket_size(5, buckets=(4, 16, 64)) == 16
+    assert bucket_size(100, buckets=(4, 16, 64)) == 100  # past the last bucket: as it is
+    padded = pad_rows(tf.reshape(tf.range(6), [3, 2]), 4)  # extra rows repeat row 0
+    assert padded.numpy().tolist() == [[0, 1], [2, 3], [4, 5], [0, 1]]
+
+
 def test_source_buckets_geometric_and_multiple():
     from kerasseq.translator import source_bucket_edges, source_bucket_length
 
@@ -295,7 +305,7 @@ def test_the_contract_lists_every_hook_the_translator_reads():
 
 
 def test_one_definition_of_ids_state_keys_and_serving_code():
-    from kerasseq import export, translator
+    from kerasseq import translator
     from kerasseq.data import tokenizer
     from kerasseq.decoding import contract
     from kerasseq.models import ensemble
@@ -305,8 +315,7 @@ def test_one_definition_of_ids_state_keys_and_serving_code():
     assert "PAD_ID, START_ID, END_ID =" not in (REPO / "kerasseq" / "translator.py").read_text()
     assert ensemble.ATTENTION_WEIGHTS is contract.ATTENTION_WEIGHTS
     assert ensemble.SOURCE_MASK is contract.SOURCE_MASK
-    with pytest.warns(DeprecationWarning):
-        assert translator.ServingModule is export.ServingModule
+    assert not hasattr(translator, "ServingModule")
     assert "class ServingModule" not in (REPO / "kerasseq" / "translator.py").read_text()
     assert "_python" not in (REPO / "kerasseq" / "export.py").read_text().replace(
         "self._python", "")

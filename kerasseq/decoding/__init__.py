@@ -35,8 +35,6 @@ Common arguments. Every decoder takes these (each says what it adds):
   which TensorFlow reuses for every state of the same shape; with
   `batch_size=None` and an input signature whose batch axis is `None`, one
   graph serves every batch size).
-- `batch_buckets`: deprecated and ignored (a `DeprecationWarning`):
-  `kerasseq.Translator` pads batches to buckets.
 
 Common results: `(token_ids, scores, lengths)`, with a leading
 `(batch_size,)` (greedy, sample) or `(batch_size, num_return)` (beam):
@@ -47,7 +45,6 @@ when it was emitted (beam search ranks by penalised scores, see
 `beam_search`); int32 `lengths`, tokens generated before the end token
 (`max_length` if none was emitted).
 """
-import warnings
 
 from kerasseq.decoding.beam_search import beam_search
 from kerasseq.decoding.config import SearchConfig
@@ -63,47 +60,3 @@ __all__ = [
     "greedy",
     "sample",
 ]
-
-# Deprecated names (one release): the decoders no longer cache compiled
-# functions or pad batches; kerasseq.Translator does.
-_DEPRECATED = {
-    "trace_count": "Translator.trace_count (or tf.function.experimental_get_tracing_count())",
-    "clear_cache": "nothing (the decoders keep no compiled functions)",
-    "bucket_size": "kerasseq.translator.bucket_size",
-    "pad_state": "kerasseq.translator.pad_rows",
-}
-
-
-def __getattr__(name):
-    if name not in _DEPRECATED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"kerasseq.decoding.{name} is deprecated; use {_DEPRECATED[name]}.",
-                  DeprecationWarning, stacklevel=2)
-    return globals()["_deprecated_" + name]
-
-
-def _deprecated_trace_count(kind=None):
-    """Decoder loops traced by direct `greedy` / `beam_search` / `sample` calls."""
-    from kerasseq.decoding._common import _LOOPS_BUILT
-
-    return sum(_LOOPS_BUILT.values()) if kind is None else _LOOPS_BUILT[kind]
-
-
-def _deprecated_clear_cache():
-    """Nothing to clear: the decoders keep no compiled functions."""
-
-
-def _deprecated_bucket_size(batch_size, buckets="pow2"):
-    from kerasseq.translator import bucket_size
-
-    return bucket_size(batch_size, buckets)
-
-
-def _deprecated_pad_state(state, batch_size, padded_batch_size):
-    import tensorflow as tf
-
-    from kerasseq.translator import pad_rows
-
-    del batch_size  # read from the tensors
-    return {name: pad_rows(tf.convert_to_tensor(tensor), padded_batch_size)
-            for name, tensor in state.items()}

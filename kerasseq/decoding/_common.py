@@ -13,7 +13,6 @@ the trace count belong to `kerasseq.Translator`.
 """
 
 import collections
-import warnings
 
 import tensorflow as tf
 
@@ -22,16 +21,13 @@ from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK  # noqa: F
 
 NEG_INF = float("-inf")
 
-# Loops built per decoder, only for the deprecated `kerasseq.decoding.trace_count`.
-_LOOPS_BUILT = collections.Counter()
-
 
 # --------------------------------------------------------------------------
 # Running a loop.
 # --------------------------------------------------------------------------
 
 
-def run_loop(kind, loop, state, batch_size, start_id, jit_compile, batch_buckets, *args):
+def run_loop(loop, state, batch_size, start_id, jit_compile, *args):
     """Run `loop(start_tokens, state, *args)`, the body of one decoder.
 
     Inside a `tf.function` the loop is traced into the caller's graph (with
@@ -43,27 +39,15 @@ def run_loop(kind, loop, state, batch_size, start_id, jit_compile, batch_buckets
     With `batch_size=None` the number of rows is read from the state at run
     time, so a graph traced with an unknown batch size serves every size.
     """
-    if batch_buckets is not None:
-        warnings.warn(
-            "batch_buckets is deprecated and ignored: the decoders keep no compiled "
-            "functions. kerasseq.Translator pads batches to buckets; a decoder called "
-            "inside your own tf.function with batch_size=None (and an input signature "
-            "with an unknown batch size) serves every batch size with one graph.",
-            DeprecationWarning, stacklevel=3)
     state = prepare_state(state, batch_size)
     if batch_size is None:
         if not state:
             raise ValueError("batch_size=None needs a non-empty state to read the batch size from.")
         batch_size = num_rows(next(iter(state.values())))
     start_tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))  # (batch_size,)
-
-    def traced(start_tokens, state, *args):
-        _LOOPS_BUILT[kind] += 1
-        return loop(start_tokens, state, *args)
-
     if tf.executing_eagerly() or jit_compile:
-        traced = tf.function(traced, jit_compile=bool(jit_compile))
-    return tuple(traced(start_tokens, state, *args))
+        loop = tf.function(loop, jit_compile=bool(jit_compile))
+    return tuple(loop(start_tokens, state, *args))
 
 
 # --------------------------------------------------------------------------

@@ -81,7 +81,6 @@ def beam_search(
     *,
     return_log_probs=False,
     jit_compile=False,
-    batch_buckets=None,
     shared_state=(),
 ):
     """Find high-probability sequences with beam search (GNMT / Flax style).
@@ -132,7 +131,7 @@ def beam_search(
         coverage_penalty: float beta >= 0; 0 disables the coverage penalty.
         num_return: int in `[1, num_beams]`, hypotheses returned per row.
         return_log_probs: bool; also return the unpenalised log-probabilities.
-        jit_compile, batch_buckets: as in `greedy` (XLA; deprecated).
+        jit_compile: as in `greedy` (XLA).
         shared_state: names of state tensors that are the same for every
             hypothesis of a row (source memory such as cross-attention keys
             and values) and that `step_fn` accepts untiled, with `batch_size`
@@ -181,7 +180,7 @@ def beam_search(
         return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state)
 
     token_ids, scores, lengths, log_probs = _common.run_loop(
-        "beam_search", loop, state, batch_size, start_id, jit_compile, batch_buckets)
+        loop, state, batch_size, start_id, jit_compile)
     if return_log_probs:
         return token_ids, scores, lengths, log_probs
     return token_ids, scores, lengths

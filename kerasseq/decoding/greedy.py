@@ -7,7 +7,7 @@ from kerasseq.decoding.config import SearchConfig
 
 
 def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=0, *,
-           jit_compile=False, batch_buckets=None):
+           jit_compile=False):
     """Decode by choosing the arg-max token at every step.
 
     At step t the decoder feeds the previous token y_{t-1} (the start token at
@@ -29,7 +29,6 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
         max_length: int >= 1, the most tokens generated (the end token included).
         min_length: int, the fewest tokens generated before the end token.
         jit_compile: bool, compile the loop with XLA.
-        batch_buckets: deprecated and ignored.
 
     Returns:
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
@@ -55,8 +54,7 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
     def loop(start_tokens, state):
         return greedy_loop(step_fn, start_tokens, state, config, end_id)
 
-    return _common.run_loop("greedy", loop, state, batch_size, start_id, jit_compile,
-                            batch_buckets)
+    return _common.run_loop(loop, state, batch_size, start_id, jit_compile)
 
 
 def greedy_loop(step_fn, start_tokens, state, config, end_id):

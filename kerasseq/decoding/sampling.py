@@ -8,7 +8,7 @@ from kerasseq.decoding.config import SearchConfig
 
 
 def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature=1.0, top_k=0,
-           top_p=1.0, seed=None, min_length=0, *, jit_compile=False, batch_buckets=None):
+           top_p=1.0, seed=None, min_length=0, *, jit_compile=False):
     """Decode by drawing every token from the (filtered) model distribution.
 
     At step t the logits z are divided by the temperature T, filtered, and the
@@ -38,7 +38,7 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
         seed: int, int32 scalar tensor or `None`. `None` draws a fresh seed
             from NumPy's global generator (so `keras.utils.set_random_seed`
             makes it repeatable).
-        min_length, jit_compile, batch_buckets: as in `greedy`. (A
+        min_length, jit_compile: as in `greedy`. (A
             seeded draw is repeatable for a fixed batch size; `kerasseq.Translator`
             pads batches to buckets, so its draws may differ from a direct call's.)
 
@@ -70,8 +70,7 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     def loop(start_tokens, state, seed):
         return sample_loop(step_fn, start_tokens, state, config, end_id, seed)
 
-    return _common.run_loop("sample", loop, state, batch_size, start_id, jit_compile,
-                            batch_buckets, seed_tensor)
+    return _common.run_loop(loop, state, batch_size, start_id, jit_compile, seed_tensor)
 
 
 def sample_loop(step_fn, start_tokens, state, config, end_id, seed):

@@ -58,12 +58,6 @@ class ResidualSublayer(TransformerLayer):
     Args: as `TransformerLayer`.
     """
 
-    def __init__(self, *args, **kwargs):
-        # `skip_padding` (a training-time padding skip, since removed) may be
-        # in configs saved by older versions: accepted and ignored.
-        kwargs.pop("skip_padding", None)
-        super().__init__(*args, **kwargs)
-
     def _create_add_and_norm(self):
         """Creates the dropout and LayerNorm layers; subclasses call it last in
         `__init__`, after their own sublayers, which keeps the order of the

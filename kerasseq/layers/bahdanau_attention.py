@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from kerasseq._validation import check_positive_int
 from kerasseq.layers._attention_math import additive_score
-from kerasseq.layers._validation import check_positive_int
 from kerasseq.layers.recurrent_attention import RecurrentAttention
 
 
@@ -39,7 +39,6 @@ class BahdanauAttention(RecurrentAttention):
             is used.
         keys: optional `(batch_size, source_length, units)` from
             `precompute_keys(values)`, to skip recomputing W_2 h_i.
-        mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(context, attention_weights)`: `(batch_size, value_dim)` and
@@ -66,7 +65,7 @@ class BahdanauAttention(RecurrentAttention):
         self.score_dense = keras.layers.Dense(1, use_bias=False, dtype=dtype, name="score_dense")
 
     def build(self, query_shape, values_shape, encoder_padding_mask_shape=None,
-              keys_shape=None, values_mask_shape=None, mask_shape=None):
+              keys_shape=None, values_mask_shape=None):
         self.query_dense.build(query_shape)
         self.key_dense.build(values_shape)
         self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))

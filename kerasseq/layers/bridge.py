@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasseq.layers._validation import check_positive_int
+from kerasseq._validation import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")

@@ -3,7 +3,6 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._deprecation import padding_mask_argument, renamed_method
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     merge_masks,
@@ -63,7 +62,7 @@ class CausalSelfAttention(BaseAttention):
     Call arguments and returns: as `GlobalSelfAttention`, on the target
     sequence: `x` is `(batch_size, target_length, d_model)`, its padding mask
     `decoder_padding_mask` `(batch_size, target_length)` (default: the Keras
-    mask of `x`; deprecated name: `padding_mask`), and the attention weights
+    mask of `x`), and the attention weights
     `(batch_size, num_heads, target_length, target_length)` are zero above
     the diagonal.
 
@@ -86,11 +85,8 @@ class CausalSelfAttention(BaseAttention):
     """
 
     def call(self, x, decoder_padding_mask=None, return_attention_scores=False,
-             training=None, mask=None, padding_mask=None):
-        decoder_padding_mask = padding_mask_argument(
-            "CausalSelfAttention", "decoder_padding_mask", decoder_padding_mask, mask,
-            "padding_mask", padding_mask,
-        )
+             training=None, mask=None):
+        decoder_padding_mask = mask if decoder_padding_mask is None else decoder_padding_mask
         target_length = ops.shape(x)[1]
         attention_mask = merge_masks(
             causal_attention_mask(target_length, target_length),
@@ -105,8 +101,6 @@ class CausalSelfAttention(BaseAttention):
         shape = (batch_size, max_length, self.num_heads, self.key_dim)
         zeros = ops.zeros(shape, dtype=self.compute_dtype)
         return zeros, zeros
-
-    init_cache = renamed_method("init_cache", "build_cache")
 
     def call_step(
         self, x_step, step_index, cache, *, encoder_padding_mask=None, training=False

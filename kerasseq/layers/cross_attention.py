@@ -3,11 +3,6 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._deprecation import (
-    renamed_argument,
-    renamed_method,
-    warn_deprecated,
-)
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     _executing_eagerly,
@@ -44,8 +39,6 @@ class CrossAttention(BaseAttention):
         return_attention_scores, training: as `BaseAttention`.
         context_mask: the slot Keras fills with the mask carried by `context`
             (Keras' `<argument>_mask` convention); pass `encoder_padding_mask`.
-        padding_mask: deprecated and without effect (queries need no mask);
-            passing it warns. Removed in the next release.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
@@ -82,15 +75,7 @@ class CrossAttention(BaseAttention):
         return_attention_scores=False,
         training=None,
         context_mask=None,
-        padding_mask=None,
     ):
-        if padding_mask is not None:
-            warn_deprecated(
-                "`CrossAttention(padding_mask=...)` (it never had an effect: queries "
-                "need no mask)",
-                "nothing",
-                stacklevel=4,
-            )
         encoder_padding_mask = (
             context_mask if encoder_padding_mask is None else encoder_padding_mask
         )
@@ -113,11 +98,8 @@ class CrossAttention(BaseAttention):
         """
         return self.attention.build_cache(context)
 
-    compute_cache = renamed_method("compute_cache", "build_cache")
-
     def call_step(
-        self, x_step, step_index, cache, *, encoder_padding_mask=None, training=False,
-        context_mask=None,
+        self, x_step, step_index, cache, *, encoder_padding_mask=None, training=False
     ):
         """Cross-attention for decoding steps, reusing the projected encoder outputs.
 
@@ -145,29 +127,12 @@ class CrossAttention(BaseAttention):
             encoder_padding_mask: optional boolean `(batch_size,
                 source_length)` or `(source_rows, source_length)`.
             training: Python bool (dropout); False for decoding.
-            context_mask: deprecated name of `encoder_padding_mask`.
 
         Returns:
             `(outputs, cache, attention_scores)`: `(batch_size, step_length,
             d_model)`, the cache unchanged, and `(batch_size, num_heads,
             step_length, source_length)`.
         """
-        encoder_padding_mask = renamed_argument(
-            "CrossAttention.call_step", "context_mask", context_mask,
-            "encoder_padding_mask", encoder_padding_mask,
-        )
-        if not isinstance(cache, (tuple, list)):
-            # Before issue 24: call_step(x_step, cross_key, cross_value, ...).
-            warn_deprecated(
-                "`CrossAttention.call_step(x_step, cross_key, cross_value)`",
-                "`CrossAttention.call_step(x_step, None, (cross_key, cross_value))`, which "
-                "returns (outputs, cache, attention_scores)",
-            )
-            outputs, _, attention_scores = self.call_step(
-                x_step, None, (step_index, cache),
-                encoder_padding_mask=encoder_padding_mask, training=training,
-            )
-            return outputs, attention_scores
         if step_index is not None:
             raise ValueError(
                 "CrossAttention attends a static cache (the projected encoder outputs): "

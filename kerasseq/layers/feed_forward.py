@@ -3,7 +3,6 @@
 import keras
 
 from kerasseq._validation import check_positive_int
-from kerasseq.layers._deprecation import warn_deprecated
 from kerasseq.layers._transformer_layer import ResidualSublayer
 
 
@@ -30,9 +29,6 @@ class FeedForward(ResidualSublayer):
     Call arguments:
         x: `(batch_size, length, d_model)`.
         training: Python bool or `None` (dropout).
-        padding_mask: deprecated and without effect (the network is
-            position-wise, every position is computed); passing it warns.
-            Removed in the next release.
 
     Returns:
         `(batch_size, length, d_model)`.
@@ -77,14 +73,7 @@ class FeedForward(ResidualSublayer):
         self.layer_norm.build(x_shape)
         self.built = True
 
-    def call(self, x, training=None, padding_mask=None):
-        if padding_mask is not None:
-            warn_deprecated(
-                "`FeedForward(padding_mask=...)` (it never had an effect: the network is "
-                "position-wise)",
-                "nothing",
-                stacklevel=4,
-            )
+    def call(self, x, training=None):
         hidden = self.output_dense(self.intermediate_dense(self._pre_norm(x)))
         return self._add_and_norm(x, hidden, training)
 

@@ -2,7 +2,6 @@
 
 import keras
 
-from kerasseq.layers._deprecation import padding_mask_argument
 from kerasseq.layers.multi_head_attention import (
     BaseAttention,
     padding_to_attention_mask,
@@ -32,7 +31,6 @@ class GlobalSelfAttention(BaseAttention):
             used.
         return_attention_scores, training: as `BaseAttention`.
         mask: filled by Keras from `x`'s mask; pass `encoder_padding_mask`.
-        padding_mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(batch_size, source_length, d_model)`, and with
@@ -48,11 +46,8 @@ class GlobalSelfAttention(BaseAttention):
     """
 
     def call(self, x, encoder_padding_mask=None, return_attention_scores=False,
-             training=None, mask=None, padding_mask=None):
-        encoder_padding_mask = padding_mask_argument(
-            "GlobalSelfAttention", "encoder_padding_mask", encoder_padding_mask, mask,
-            "padding_mask", padding_mask,
-        )
+             training=None, mask=None):
+        encoder_padding_mask = mask if encoder_padding_mask is None else encoder_padding_mask
         attention_mask = padding_to_attention_mask(encoder_padding_mask)
         # (batch_size, 1, source_length)
         outputs, attention_scores = self._attend_add_and_norm(x, attention_mask, training)

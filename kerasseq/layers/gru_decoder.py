@@ -4,9 +4,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from kerasseq.layers._deprecation import padding_mask_argument, renamed_argument
+from kerasseq._validation import check_positive_int, check_rate
 from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
-from kerasseq.layers._validation import check_positive_int, check_rate
 from kerasseq.layers.bahdanau_attention import BahdanauAttention
 from kerasseq.layers.luong_attention import LuongAttention
 
@@ -112,7 +111,6 @@ class GRUDecoder(keras.layers.Layer):
         training: bool.
         return_attention_scores: bool, also return the attention weights.
         values_mask: the slot Keras fills with the mask carried by `values`.
-        source_mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         logits `(batch_size, target_length, vocab_size)` (float32 under
@@ -188,7 +186,7 @@ class GRUDecoder(keras.layers.Layer):
         return self.attention is not None or self.feed_context
 
     def build(self, target_in_ids_shape, initial_state_shape=None, values_shape=None,
-              encoder_padding_mask_shape=None, values_mask_shape=None, source_mask_shape=None):
+              encoder_padding_mask_shape=None, values_mask_shape=None):
         batch_size = target_in_ids_shape[0]
         if self.attention is not None:
             if values_shape is None:
@@ -217,8 +215,7 @@ class GRUDecoder(keras.layers.Layer):
         )
 
     # ----------------------------------------------------------------- memory
-    def prepare_memory(self, initial_state, values=None, encoder_padding_mask=None,
-                       source_mask=None):
+    def prepare_memory(self, initial_state, values=None, encoder_padding_mask=None):
         """What every step reads from the source, computed once per sentence.
 
         Args:
@@ -226,7 +223,6 @@ class GRUDecoder(keras.layers.Layer):
             values: encoder outputs `(batch_size, source_length, value_dim)`.
             encoder_padding_mask: bool `(batch_size, source_length)`, True =
                 real token (default: every position).
-            source_mask: deprecated name of `encoder_padding_mask`.
 
         Returns a dict: with attention `values` `(batch_size, source_length,
         value_dim)`, `keys` (the attention's precomputed keys) and
@@ -234,10 +230,6 @@ class GRUDecoder(keras.layers.Layer):
         for the encoder padding mask); without attention but with
         `feed_context`, `context` `(batch_size, units)`; else empty.
         """
-        encoder_padding_mask = renamed_argument(
-            "GRUDecoder.prepare_memory", "source_mask", source_mask,
-            "encoder_padding_mask", encoder_padding_mask,
-        )
         if self.attention is not None:
             if values is None:
                 raise ValueError("GRUDecoder with attention needs `values` (encoder outputs).")
@@ -298,13 +290,10 @@ class GRUDecoder(keras.layers.Layer):
         return ops.logical_and(coins, first)
 
     def call(self, target_in_ids, initial_state, values=None, encoder_padding_mask=None,
-             training=None, return_attention_scores=False, values_mask=None, source_mask=None):
+             training=None, return_attention_scores=False, values_mask=None):
         # Keras fills `values_mask` with the mask that travels on `values`
         # (LSTMEncoder's outputs carry one): padding is never attended.
-        encoder_padding_mask = padding_mask_argument(
-            "GRUDecoder", "encoder_padding_mask", encoder_padding_mask, values_mask,
-            "source_mask", source_mask,
-        )
+        encoder_padding_mask = values_mask if encoder_padding_mask is None else encoder_padding_mask
         target_in_ids = ops.cast(target_in_ids, "int32")
         memory = self.prepare_memory(initial_state, values, encoder_padding_mask)
         batch_size = ops.shape(target_in_ids)[0]
@@ -340,12 +329,12 @@ class GRUDecoder(keras.layers.Layer):
 
     def compute_output_shape(self, target_in_ids_shape, initial_state_shape=None,
                              values_shape=None, encoder_padding_mask_shape=None,
-                             values_mask_shape=None, source_mask_shape=None):
+                             values_mask_shape=None):
         return tuple(target_in_ids_shape[:2]) + (self.vocab_size,)
 
     def compute_output_spec(self, target_in_ids, initial_state, values=None,
                             encoder_padding_mask=None, training=None,
-                            return_attention_scores=False, values_mask=None, source_mask=None):
+                            return_attention_scores=False, values_mask=None):
         shape = tuple(target_in_ids.shape[:2])
         logits = keras.KerasTensor(shape + (self.vocab_size,), dtype=self.output_dense.compute_dtype)
         if return_attention_scores:

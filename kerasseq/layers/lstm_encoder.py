@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from kerasseq._validation import check_positive_int, check_rate
 from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
-from kerasseq.layers._validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")

@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
+from kerasseq._validation import check_choice, check_positive_int
 from kerasseq.layers._attention_math import additive_score
-from kerasseq.layers._validation import check_choice, check_positive_int
 from kerasseq.layers.recurrent_attention import RecurrentAttention
 
 SCORES = ("dot", "general", "concat")
@@ -40,7 +40,6 @@ class LuongAttention(RecurrentAttention):
             True = real token. Without it, the Keras mask carried by `values`
             is used.
         keys: optional result of `precompute_keys(values)`.
-        mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(context, attention_weights)`: `(batch_size, value_dim)` and
@@ -70,7 +69,7 @@ class LuongAttention(RecurrentAttention):
         self.score_dense = None
 
     def build(self, query_shape, values_shape, encoder_padding_mask_shape=None,
-              keys_shape=None, values_mask_shape=None, mask_shape=None):
+              keys_shape=None, values_mask_shape=None):
         query_dim, value_dim = query_shape[-1], values_shape[-1]
         if self.score_name == "dot" and query_dim != value_dim:
             raise ValueError(

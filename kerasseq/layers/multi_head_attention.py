@@ -21,12 +21,8 @@ import keras
 from keras import ops
 
 from kerasseq._validation import check_positive_int
-from kerasseq.layers._attention_math import MASK_VALUE, masked_softmax
-from kerasseq.layers._deprecation import renamed_method, warn_deprecated
+from kerasseq.layers._attention_math import masked_softmax
 from kerasseq.layers._transformer_layer import ResidualSublayer
-
-# The fill value of the one masked softmax, under the name examples import.
-_MASK_VALUE = MASK_VALUE
 
 
 def _executing_eagerly():
@@ -161,9 +157,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         value_mask, key_mask: filled by Keras from the masks carried by
             `value` and `key` (merged with `attention_mask`). Queries are not
             masked: a padding query's row is computed and meaningless.
-        cache, cache_index: deprecated (removed in the next release, they
-            warn): the cached call before issue 24, with four return shapes;
-            use `call_step`.
 
     Returns:
         As `keras.layers.MultiHeadAttention`: `output` `(batch_size,
@@ -292,14 +285,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         use_causal_mask=False,
         value_mask=None,
         key_mask=None,
-        cache=None,
-        cache_index=None,
     ):
-        if cache is not None or cache_index is not None:
-            return self._deprecated_cached_call(
-                query, value, key, attention_mask, cache, cache_index,
-                return_attention_scores, training,
-            )
         key_is_value = key is None
         key = value if key is None else key
         attention_mask = self._compute_attention_mask(
@@ -341,8 +327,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         """
         key = value if key is None else key
         return self._key_dense(key), self._value_dense(value)
-
-    compute_key_value = renamed_method("compute_key_value", "build_cache")
 
     def call_step(
         self, query, step_index, cache, *, value=None, key=None, attention_mask=None,
@@ -398,36 +382,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             query, key_cache, value_cache, attention_mask, training
         )
         return output, (key_cache, value_cache), attention_scores
-
-    def _deprecated_cached_call(
-        self, query, value, key, attention_mask, cache, cache_index,
-        return_attention_scores, training,
-    ):
-        """The cache arguments of `call` before issue 24, with their four return shapes."""
-        warn_deprecated(
-            "`MultiHeadAttention.call(cache=..., cache_index=...)`",
-            "`MultiHeadAttention.call_step(query, step_index, cache)` (one return shape: "
-            "output, cache, attention_scores)",
-            stacklevel=5,
-        )
-        if cache is None:
-            raise ValueError(
-                "cache_index must be None when cache is None. "
-                f"Received: cache_index={cache_index}"
-            )
-        static = cache_index is None
-        output, cache, attention_scores = self.call_step(
-            query,
-            cache_index,
-            cache,
-            value=None if static else value,
-            key=None if static else key,
-            attention_mask=attention_mask,
-            training=training,
-        )
-        if return_attention_scores:
-            return output, attention_scores, cache
-        return output, cache
 
     # ------------------------------------------------------------ bookkeeping
     def compute_output_spec(self, *args, **kwargs):

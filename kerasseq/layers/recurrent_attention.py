@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from kerasseq.layers._attention_math import masked_softmax
-from kerasseq.layers._deprecation import padding_mask_argument
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -36,7 +35,6 @@ class RecurrentAttention(keras.layers.Layer):
             is used.
         keys: optional `precompute_keys(values)`, to skip recomputing it.
         values_mask: the slot Keras fills with the mask carried by `values`.
-        mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(context, attention_weights)`: `(batch_size, value_dim)` and
@@ -53,14 +51,10 @@ class RecurrentAttention(keras.layers.Layer):
         """Unnormalised scores e_i: `(batch_size, source_length)`."""
         raise NotImplementedError(f"{type(self).__name__} must implement score(query, keys).")
 
-    def call(self, query, values, encoder_padding_mask=None, keys=None, values_mask=None,
-             mask=None):
+    def call(self, query, values, encoder_padding_mask=None, keys=None, values_mask=None):
         # Keras fills `values_mask` with the mask that travels on `values`
         # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
-        encoder_padding_mask = padding_mask_argument(
-            type(self).__name__, "encoder_padding_mask", encoder_padding_mask, values_mask,
-            "mask", mask,
-        )
+        encoder_padding_mask = values_mask if encoder_padding_mask is None else encoder_padding_mask
         if keys is None:
             keys = self.precompute_keys(values)
         weights = masked_softmax(self.score(query, keys), encoder_padding_mask)
@@ -74,5 +68,5 @@ class RecurrentAttention(keras.layers.Layer):
         return None
 
     def compute_output_shape(self, query_shape, values_shape, encoder_padding_mask_shape=None,
-                             keys_shape=None, values_mask_shape=None, mask_shape=None):
+                             keys_shape=None, values_mask_shape=None):
         return (values_shape[0], values_shape[-1]), tuple(values_shape[:2])

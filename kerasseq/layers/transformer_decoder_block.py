@@ -2,11 +2,6 @@
 
 import keras
 
-from kerasseq.layers._deprecation import (
-    padding_mask_argument,
-    renamed_argument,
-    warn_deprecated,
-)
 from kerasseq.layers._transformer_block import TransformerBlock
 from kerasseq.layers.causal_self_attention import CausalSelfAttention
 from kerasseq.layers.cross_attention import CrossAttention
@@ -59,8 +54,6 @@ class TransformerDecoderBlock(TransformerBlock):
         x_mask, context_mask: the slots Keras fills with the masks carried by
             `x` and `context` (Keras' `<argument>_mask` convention); pass the
             explicit arguments.
-        target_padding_mask, source_padding_mask: deprecated names of
-            `decoder_padding_mask` and `encoder_padding_mask`.
 
     Returns:
         `(batch_size, target_length, d_model)`, and with
@@ -115,16 +108,10 @@ class TransformerDecoderBlock(TransformerBlock):
         training=None,
         x_mask=None,
         context_mask=None,
-        target_padding_mask=None,
-        source_padding_mask=None,
     ):
-        decoder_padding_mask = padding_mask_argument(
-            "TransformerDecoderBlock", "decoder_padding_mask", decoder_padding_mask, x_mask,
-            "target_padding_mask", target_padding_mask,
-        )
-        encoder_padding_mask = padding_mask_argument(
-            "TransformerDecoderBlock", "encoder_padding_mask", encoder_padding_mask,
-            context_mask, "source_padding_mask", source_padding_mask,
+        decoder_padding_mask = x_mask if decoder_padding_mask is None else decoder_padding_mask
+        encoder_padding_mask = (
+            context_mask if encoder_padding_mask is None else encoder_padding_mask
         )
         self._check_context(context, "call()")
         x = self.causal_self_attention(
@@ -170,23 +157,6 @@ class TransformerDecoderBlock(TransformerBlock):
         cross_cache = None if context is None else self.cross_attention.build_cache(context)
         return self_cache, cross_cache
 
-    def init_self_cache(self, batch_size, max_length):
-        """Deprecated: `build_cache(batch_size, max_length, context)[0]`."""
-        warn_deprecated(
-            "`TransformerDecoderBlock.init_self_cache`",
-            "`TransformerDecoderBlock.build_cache(batch_size, max_length, context)`",
-        )
-        return self.causal_self_attention.build_cache(batch_size, max_length)
-
-    def compute_cross_cache(self, context):
-        """Deprecated: `build_cache(batch_size, max_length, context)[1]`."""
-        warn_deprecated(
-            "`TransformerDecoderBlock.compute_cross_cache`",
-            "`TransformerDecoderBlock.build_cache(batch_size, max_length, context)`",
-        )
-        self._check_cross_cache(context)
-        return self.cross_attention.build_cache(context)
-
     def _check_cross_cache(self, context):
         if context is not None and getattr(self, "decoder_only", False):
             raise ValueError(
@@ -199,12 +169,9 @@ class TransformerDecoderBlock(TransformerBlock):
         x_step,
         step_index,
         cache,
-        *deprecated_args,
+        *,
         encoder_padding_mask=None,
         training=False,
-        cross_key=None,
-        cross_value=None,
-        source_padding_mask=None,
     ):
         """Decodes the position(s) starting at `step_index` with the key/value caches.
 
@@ -220,10 +187,6 @@ class TransformerDecoderBlock(TransformerBlock):
                 `< step_index` of the self cache must already be filled.
             encoder_padding_mask: optional boolean `(batch_size, source_length)`.
             training: Python bool (dropout); False for decoding.
-            cross_key, cross_value, source_padding_mask: the arguments before
-                issue 24 (`call_step(x_step, step_index, self_cache, cross_key,
-                cross_value, source_padding_mask)`, returning the self cache
-                alone): deprecated, still accepted for one release.
 
         Returns:
             `(outputs, cache, attention_scores)`: `(batch_size, 1, d_model)`,
@@ -231,21 +194,6 @@ class TransformerDecoderBlock(TransformerBlock):
             weights `(batch_size, num_heads, 1, source_length)` (`None`
             decoder-only).
         """
-        old_style = (
-            deprecated_args
-            or cross_key is not None
-            or cross_value is not None
-            or not isinstance(cache[0], (tuple, list))
-        )
-        if old_style:
-            return self._deprecated_call_step(
-                x_step, step_index, cache, list(deprecated_args), encoder_padding_mask,
-                training, cross_key, cross_value, source_padding_mask,
-            )
-        encoder_padding_mask = renamed_argument(
-            "TransformerDecoderBlock.call_step", "source_padding_mask", source_padding_mask,
-            "encoder_padding_mask", encoder_padding_mask,
-        )
         self_cache, cross_cache = cache
         self._check_context(cross_cache, "call_step()")
         x, self_cache, _ = self.causal_self_attention.call_step(
@@ -258,36 +206,6 @@ class TransformerDecoderBlock(TransformerBlock):
                 training=training,
             )
         return self.feed_forward(x, training=training), (self_cache, cross_cache), scores
-
-    def _deprecated_call_step(
-        self, x_step, step_index, self_cache, args, encoder_padding_mask, training,
-        cross_key, cross_value, source_padding_mask,
-    ):
-        """`call_step(x_step, step_index, self_cache, cross_key, cross_value,
-        source_padding_mask, training)` before issue 24: returns the self cache."""
-        warn_deprecated(
-            "`TransformerDecoderBlock.call_step(x_step, step_index, self_cache, cross_key, "
-            "cross_value, source_padding_mask)`",
-            "`call_step(x_step, step_index, (self_cache, cross_cache), "
-            "encoder_padding_mask=...)`, which returns (outputs, cache, attention_scores)",
-            stacklevel=4,
-        )
-        names = ["cross_key", "cross_value", "source_padding_mask", "training"]
-        if len(args) > len(names):
-            raise TypeError(f"call_step() got {len(args) + 3} positional arguments.")
-        values = dict(zip(names[: len(args)], args, strict=True))
-        cross_key = values.get("cross_key", cross_key)
-        cross_value = values.get("cross_value", cross_value)
-        source_padding_mask = values.get("source_padding_mask", source_padding_mask)
-        training = values.get("training", training)
-        if source_padding_mask is not None:
-            encoder_padding_mask = source_padding_mask
-        cross_cache = None if cross_key is None else (cross_key, cross_value)
-        outputs, (self_cache, _), scores = self.call_step(
-            x_step, step_index, (self_cache, cross_cache),
-            encoder_padding_mask=encoder_padding_mask, training=training,
-        )
-        return outputs, self_cache, scores
 
     def compute_output_spec(self, *args, **kwargs):
         # The number of outputs depends on call arguments: trace call().

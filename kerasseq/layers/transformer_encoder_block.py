@@ -2,7 +2,6 @@
 
 import keras
 
-from kerasseq.layers._deprecation import padding_mask_argument
 from kerasseq.layers._transformer_block import TransformerBlock
 from kerasseq.layers.global_self_attention import GlobalSelfAttention
 
@@ -29,7 +28,6 @@ class TransformerEncoderBlock(TransformerBlock):
             names a mask by the sequence it covers, the same in every layer.)
         training: Python bool or `None` (dropout).
         mask: filled by Keras from `x`'s mask; pass `encoder_padding_mask`.
-        padding_mask: deprecated name of `encoder_padding_mask`.
 
     Returns:
         `(batch_size, source_length, d_model)`; the input's Keras mask is
@@ -50,11 +48,8 @@ class TransformerEncoderBlock(TransformerBlock):
         self.feed_forward.build(x_shape)
         self.built = True
 
-    def call(self, x, encoder_padding_mask=None, training=None, mask=None, padding_mask=None):
-        encoder_padding_mask = padding_mask_argument(
-            "TransformerEncoderBlock", "encoder_padding_mask", encoder_padding_mask, mask,
-            "padding_mask", padding_mask,
-        )
+    def call(self, x, encoder_padding_mask=None, training=None, mask=None):
+        encoder_padding_mask = mask if encoder_padding_mask is None else encoder_padding_mask
         x = self.self_attention(
             x, encoder_padding_mask=encoder_padding_mask, training=training
         )

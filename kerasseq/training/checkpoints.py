@@ -38,8 +38,6 @@ import shutil
 import keras
 import numpy as np
 
-# One atomic-write primitive for the whole package; write_text_atomically
-# stays importable from here, where it used to live.
 from kerasseq._files import replace_atomically, write_text_atomically
 from kerasseq._validation import check_positive_int
 

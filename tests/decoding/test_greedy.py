@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasseq import decoding
 from kerasseq.decoding import greedy
 from tests.decoding.toy_models import (
     END_ID,
@@ -94,27 +93,6 @@ def test_the_callers_function_traces_once_for_every_batch_size():
         assert token_ids.shape == (size, 5)
         np.testing.assert_array_equal(token_ids, expected[0][:size])
     assert run.experimental_get_tracing_count() == 1
-
-
-def test_deprecated_bucket_helpers_and_batch_buckets():
-    with pytest.warns(DeprecationWarning):
-        bucket_size = decoding.bucket_size
-    assert [bucket_size(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
-    assert bucket_size(5, buckets=(4, 16, 64)) == 16
-    assert bucket_size(100, buckets=(4, 16, 64)) == 100
-    with pytest.warns(DeprecationWarning):
-        pad_state = decoding.pad_state
-    padded = pad_state({"x": np.arange(6).reshape(3, 2)}, 3, 4)
-    assert padded["x"].numpy().tolist() == [[0, 1], [2, 3], [4, 5], [0, 1]]
-    model = early_end_model()
-    with pytest.warns(DeprecationWarning, match="batch_buckets is deprecated"):
-        token_ids, _, _ = greedy(model.step_fn, model.initial_state(), 1, 0, 1, max_length=4,
-                                 batch_buckets="pow2")
-    assert token_ids.shape == (1, 4)
-    with pytest.warns(DeprecationWarning):
-        traces = decoding.trace_count("greedy")
-    greedy(model.step_fn, model.initial_state(), 1, 0, 1, max_length=4)
-    assert decoding.trace_count("greedy") == traces + 1  # one trace per eager call
 
 
 def test_docstring_examples_run():

@@ -1,4 +1,6 @@
-"""The one attention API of issue 24: names, return shapes, deprecated aliases."""
+"""The one attention API of issue 24: names and return shapes."""
+
+import inspect
 
 import keras
 import numpy as np
@@ -23,7 +25,6 @@ from kerasseq.layers import (
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 4, 8)).astype("float32")
 CONTEXT = RNG.normal(size=(2, 5, 8)).astype("float32")
-TARGET_MASK = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], bool)
 SOURCE_MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
 
 
@@ -71,75 +72,32 @@ def test_call_step_has_one_signature_and_one_return_shape():
         causal.call_step(X[:, :1], None, cache[0])
 
 
-def _warns(function, *args, **kwargs):
-    with pytest.warns(DeprecationWarning, match="deprecated"):
-        return function(*args, **kwargs)
+def test_one_name_per_mask():
+    # every padding mask is named by the sequence it covers; the layers take
+    # no other name for it and no argument without an effect
+    names = {
+        TransformerEncoderBlock: "encoder_padding_mask",
+        GlobalSelfAttention: "encoder_padding_mask",
+        CausalSelfAttention: "decoder_padding_mask",
+        TransformerDecoderBlock: "decoder_padding_mask",
+        CrossAttention: "encoder_padding_mask",
+        RecurrentAttention: "encoder_padding_mask",
+        GRUDecoder: "encoder_padding_mask",
+    }
+    for layer_class, name in names.items():
+        parameters = inspect.signature(layer_class.call).parameters
+        assert name in parameters, layer_class.__name__
+        assert not {"padding_mask", "source_mask", "source_padding_mask",
+                    "target_padding_mask"} & set(parameters), layer_class.__name__
+    assert set(inspect.signature(FeedForward.call).parameters) == {"self", "x", "training"}
 
 
-def test_old_mask_names_are_deprecated_aliases():
-    encoder_block = TransformerEncoderBlock(d_model=8, num_heads=2, dff=16)
-    new = encoder_block(CONTEXT, encoder_padding_mask=SOURCE_MASK)
-    np.testing.assert_array_equal(_warns(encoder_block, CONTEXT, padding_mask=SOURCE_MASK), new)
-    global_attention = GlobalSelfAttention(d_model=8, num_heads=2)
-    new = global_attention(CONTEXT, encoder_padding_mask=SOURCE_MASK)
-    np.testing.assert_array_equal(
-        _warns(global_attention, CONTEXT, padding_mask=SOURCE_MASK), new)
-    causal = CausalSelfAttention(d_model=8, num_heads=2)
-    new = causal(X, decoder_padding_mask=TARGET_MASK)
-    np.testing.assert_array_equal(_warns(causal, X, padding_mask=TARGET_MASK), new)
-    block = TransformerDecoderBlock(d_model=8, num_heads=2, dff=16)
-    new = block(X, CONTEXT, decoder_padding_mask=TARGET_MASK, encoder_padding_mask=SOURCE_MASK)
-    old = _warns(block, X, CONTEXT, target_padding_mask=TARGET_MASK,
-                 source_padding_mask=SOURCE_MASK)
-    np.testing.assert_array_equal(old, new)
-    with pytest.raises(ValueError, match="Pass only `encoder_padding_mask`"):
-        block(X, CONTEXT, encoder_padding_mask=SOURCE_MASK, source_padding_mask=SOURCE_MASK)
-    _warns(FeedForward(d_model=8, dff=16), X, padding_mask=TARGET_MASK)
-    _warns(CrossAttention(d_model=8, num_heads=2), X, CONTEXT, padding_mask=TARGET_MASK)
+def test_recurrent_attentions_give_padding_zero_weight():
     query = RNG.normal(size=(2, 8)).astype("float32")
     for attention in (BahdanauAttention(units=4), LuongAttention("general")):
         assert isinstance(attention, RecurrentAttention)
-        new = attention(query, CONTEXT, encoder_padding_mask=SOURCE_MASK)
-        old = _warns(attention, query, CONTEXT, mask=SOURCE_MASK)
-        np.testing.assert_array_equal(old[1], new[1])
-        np.testing.assert_array_equal(keras.ops.convert_to_numpy(new[1])[0, 3:], 0.0)
-    decoder = GRUDecoder(vocab_size=9, embedding_dim=4, units=8, attention="bahdanau")
-    ids, state = np.array([[2, 3, 4], [2, 5, 0]]), np.zeros((2, 8), "float32")
-    new = decoder(ids, state, CONTEXT, encoder_padding_mask=SOURCE_MASK)
-    np.testing.assert_array_equal(_warns(decoder, ids, state, CONTEXT, source_mask=SOURCE_MASK),
-                                  new)
-
-
-def test_old_cache_methods_are_deprecated_aliases():
-    block = TransformerDecoderBlock(d_model=8, num_heads=2, dff=16)
-    block(X, CONTEXT)
-    self_cache, cross_cache = block.build_cache(2, 6, CONTEXT)
-    old_self = _warns(block.init_self_cache, 2, 6)
-    old_cross = _warns(block.compute_cross_cache, CONTEXT)
-    np.testing.assert_array_equal(old_self[0], self_cache[0])
-    np.testing.assert_array_equal(old_cross[1], cross_cache[1])
-    np.testing.assert_array_equal(
-        _warns(block.causal_self_attention.init_cache, 2, 6)[0], self_cache[0])
-    np.testing.assert_array_equal(
-        _warns(block.cross_attention.compute_cache, CONTEXT)[0], cross_cache[0])
-    np.testing.assert_array_equal(
-        _warns(block.cross_attention.attention.compute_key_value, CONTEXT)[0], cross_cache[0])
-
-    outputs, (new_self, _), scores = block.call_step(
-        X[:, :1], 0, (self_cache, cross_cache), encoder_padding_mask=SOURCE_MASK)
-    old_outputs, old_self, old_scores = _warns(
-        block.call_step, X[:, :1], 0, self_cache, *cross_cache, SOURCE_MASK)
-    np.testing.assert_array_equal(old_outputs, outputs)
-    np.testing.assert_array_equal(old_self[0], new_self[0])
-    old_outputs, old_scores = _warns(
-        block.cross_attention.call_step, X[:, :1], *cross_cache, context_mask=SOURCE_MASK)
-    assert tuple(old_scores.shape) == (2, 2, 1, 5)
-
-    attention = block.causal_self_attention.attention
-    x = X[:, :1]
-    output, cache = _warns(attention, x, x, cache=self_cache, cache_index=0)
-    expected, _, _ = attention.call_step(x, 0, self_cache)
-    np.testing.assert_array_equal(output, expected)
+        _, weights = attention(query, CONTEXT, encoder_padding_mask=SOURCE_MASK)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(weights)[0, 3:], 0.0)
 
 
 def test_gru_decoder_seed_is_in_its_config():

@@ -59,24 +59,15 @@ def test_errors_name_the_argument():
         FeedForward(d_model=6, dff=4)(np.zeros((1, 2, 5), "float32"))
 
 
-def test_padding_mask_changes_nothing():
-    # every position is computed, in training as in inference
+def test_padding_changes_nothing():
+    # the network is position-wise: every position is computed on its own,
+    # in training as in inference, so the values at padded positions do not
+    # reach the real ones
     x = np.random.default_rng(2).normal(size=(3, 5, 6)).astype("float32")
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], bool)
     layer = FeedForward(d_model=6, dff=12)
     full = np.asarray(layer(x))
+    changed = np.where(mask[..., None], x, 9.0).astype("float32")
     for training in (None, False, True):
-        # `padding_mask` is deprecated (issue 24): it warns and changes nothing
-        with pytest.warns(DeprecationWarning, match="never had an effect"):
-            outputs = layer(x, padding_mask=mask, training=training)
-        np.testing.assert_allclose(outputs, full, atol=1e-6)
-
-
-def test_config_with_removed_skip_padding_still_loads():
-    # configs saved before the padding skip was removed carry `skip_padding`
-    config = FeedForward(d_model=6, dff=12).get_config()
-    assert "skip_padding" not in config
-    layer = FeedForward.from_config({**config, "skip_padding": True})
-    assert not hasattr(layer, "skip_padding")
-    assert "skip_padding" not in layer.get_config()
-    assert tuple(layer(np.zeros((1, 2, 6), "float32")).shape) == (1, 2, 6)
+        outputs = np.asarray(layer(changed, training=training))
+        np.testing.assert_allclose(outputs[mask], full[mask], atol=1e-6)

@@ -4,8 +4,6 @@ import keras
 import numpy as np
 import pytest
 
-from kerasseq.layers.causal_self_attention import CausalSelfAttention
-from kerasseq.layers.cross_attention import CrossAttention
 from kerasseq.layers.global_self_attention import GlobalSelfAttention
 from kerasseq.layers.positional_embedding import PositionalEmbedding
 from tests.layers.references import check_padded_layer, layer_norm, padded_inputs
@@ -69,20 +67,3 @@ def test_errors_name_the_argument():
         GlobalSelfAttention(d_model=10, num_heads=3)
     with pytest.raises(ValueError, match="d_model=8"):
         GlobalSelfAttention(d_model=8, num_heads=2)(np.zeros((1, 3, 6), "float32"))
-
-
-@pytest.mark.parametrize(
-    "layer_class", [GlobalSelfAttention, CausalSelfAttention, CrossAttention]
-)
-def test_config_with_removed_skip_padding_still_loads(layer_class):
-    # configs saved before the padding skip was removed carry `skip_padding`
-    serialized = keras.saving.serialize_keras_object(layer_class(d_model=8, num_heads=2))
-    assert "skip_padding" not in serialized["config"]
-    serialized["config"]["skip_padding"] = True
-    layer = keras.saving.deserialize_keras_object(serialized)
-    assert isinstance(layer, layer_class)
-    assert not hasattr(layer, "skip_padding")
-    assert "skip_padding" not in layer.get_config()
-    x, padding_mask = padded_inputs(np.random.default_rng(4))
-    inputs = (x, x) if layer_class is CrossAttention else (x,)
-    assert tuple(layer(*inputs).shape) == x.shape
