@@ -3,7 +3,8 @@
 Needs pydot (`pip install -e '.[plot]'`) and Graphviz's `dot` (Debian
 `graphviz`, installed by `make examples-data`). Writes
 `docs/images/rnn_seq2seq_graph.png` and `docs/images/transformer_seq2seq_graph.png`
-(shown on the home page, `docs/index.md`):
+(linked from the home page, `docs/index.md`; the Transformer's is shown on
+`docs/components/transformer_seq2seq.md`):
 
     .venv/bin/python docs/plot_models.py [--output-dir docs/images]
 

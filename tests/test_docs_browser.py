@@ -3,15 +3,24 @@
 The site is built with `mkdocs build` into a temporary folder and served on
 127.0.0.1 by `http.server`; headless Chromium (Debian's `chromium`, installed
 by `make examples-data`), driven through the DevTools protocol over
-`--remote-debugging-pipe` (no extra Python package), opens every page that has
-formulas, ```mermaid diagrams or Bengali text (about 30 pages, 15-20 s) and checks:
+`--remote-debugging-pipe` (no extra Python package), opens every page of the
+site in a window 1280 px wide (about 40 pages, 40-80 s) and checks:
 
 - MathJax typeset every formula: each `.arithmatex` element holds an
   `mjx-container`, there is no TeX error (`mjx-merror`) and no raw `\\(` or
   `\\[` is left in the page text (code blocks aside);
+- no raw TeX is left in the text a reader sees once MathJax is done (code
+  blocks and typeset math aside): no `_{` or `^{`, no command such as `\\frac`
+  or `\\tanh`, no one-letter subscript such as `h_t` (write `$h_t$`);
 - mermaid drew every diagram: each `div.mermaid` holds an `<svg>` that is not
   mermaid's syntax-error picture (read through the closed shadow root where
   mkdocs-material puts it, with DOM.getDocument's `pierce`);
+- every diagram can be read: the text of each of its labels is drawn at least
+  10 px high (its font size times the SVG's scale on the screen), and each
+  label of the page's mermaid source is drawn whole (a label that mermaid cuts
+  short, e.g. at a `<` it takes for an HTML tag, is reported);
+- the `keras.utils.plot_model` pictures (`*_graph.png`) are shown at a scale
+  that draws their text at least 10 px high;
 - on pages with Bengali text, the site's own Bengali font was loaded
   (`document.fonts`), and the local server served its file;
 - nothing left the machine: Chromium resolves no host name but 127.0.0.1
@@ -30,6 +39,7 @@ docs-assets` unpacks it from npm into build/) or without the Bengali font
 
 import fcntl
 import functools
+import html
 import http.server
 import ipaddress
 import json
@@ -54,8 +64,17 @@ BENGALI_FONT = f"{VENDOR}/fonts/Lohit-Bengali.ttf"
 BENGALI_FAMILY = "kerasseq Bengali"
 
 BENGALI_CHAR = re.compile("[\u0980-\u09ff]")
-# Under this many seconds a page must be drawn; all pages together take about 20 s.
+# Under this many seconds a page must be drawn; all pages together take 40-80 s.
 PAGE_TIMEOUT = 20
+# The window the pages are read in: a laptop screen, where mkdocs-material shows
+# the navigation and the table of contents beside a text column about 690 px wide.
+WINDOW = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+# The smallest text, in CSS px on the screen, that a diagram or a picture of a
+# model may draw: mermaid writes 16 px, so a diagram shrunk below 5/8 fails.
+MIN_TEXT_PX = 10
+# keras.utils.plot_model writes shapes in 14-point type and docs/plot_models.py
+# draws at dpi=72: 14 px of the PNG, to be shown at a scale of at least 10/14.
+PLOT_MODEL_TEXT_PX = 14
 
 CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -75,6 +94,12 @@ STATE_JS = r"""
   const article = document.querySelector("article") || document.body;
   const prose = article.cloneNode(true);
   prose.querySelectorAll("pre, code, script, style, mjx-assistive-mml").forEach((e) => e.remove());
+  // The text a reader sees: typeset math aside (MathJax's glyphs are not TeX).
+  const text = prose.cloneNode(true);
+  text.querySelectorAll("mjx-container").forEach((e) => e.remove());
+  const tex = [...text.textContent.matchAll(%(tex)s)].map((m) =>
+    text.textContent.slice(Math.max(0, m.index - 25), m.index + m[0].length + 15).replace(/\s+/g, " "));
+  const graphs = [...article.querySelectorAll("img")].filter((img) => /_graph\.png$/.test(img.src));
   const math = [...document.querySelectorAll(".arithmatex")];
   const faces = [...document.fonts].filter((f) => f.family.replace(/"/g, "") === %(family)s);
   return {
@@ -86,9 +111,47 @@ STATE_JS = r"""
     bengali: /[\u0980-\u09ff]/.test(article.textContent),
     font_status: faces.map((f) => f.status),
     font_check: document.fonts.check('16px "' + %(family)s + '"', "\u0985"),
+    tex: tex,
+    graphs: graphs.map((img) => ({
+      src: img.getAttribute("src"),
+      scale: img.naturalWidth ? img.getBoundingClientRect().width / img.naturalWidth : 0,
+    })),
   };
 })()
-""" % {"family": json.dumps(BENGALI_FAMILY)}
+"""
+
+
+# Raw TeX in a page's text (JavaScript regex): a `_{` or `^{`, a command of two
+# letters or more (`\frac`, `\tanh`, `\mathbf`, ...), or a one-letter symbol
+# with a subscript or superscript written the TeX way (`h_t`, `s_0`, `e^2.85`,
+# `e^(-2.3)`; names in prose such as `d_model` or `ctx_t` are not matched).
+RAW_TEX = r"/[_^]\{|\\[A-Za-z]{2,}|\b[A-Za-z](?:_[A-Za-z0-9]\b|\^[A-Za-z0-9(\u2212-])/g"
+STATE_JS %= {"family": json.dumps(BENGALI_FAMILY), "tex": RAW_TEX}
+
+# Run on the closed shadow root of one drawn diagram (`this`): each label of its
+# <svg> (an HTML label in a <foreignObject>, or an SVG <text>) with its text and
+# the height of its text on the screen: the largest font size of the label's
+# text (its subscripts are smaller) times the scale from the SVG to the screen.
+LABELS_JS = r"""
+function () {
+  const svg = this.querySelector("svg");
+  if (!svg) return [];
+  const labels = [];
+  for (const label of svg.querySelectorAll("foreignObject, text")) {
+    const ctm = label.getScreenCTM();
+    if (!label.textContent.trim() || !ctm || !label.getBoundingClientRect().width) continue;
+    let size = 0;
+    const walker = document.createTreeWalker(label, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.textContent.trim()) {
+        size = Math.max(size, parseFloat(getComputedStyle(node.parentElement).fontSize));
+      }
+    }
+    labels.push({text: label.textContent, px: size * Math.hypot(ctm.a, ctm.b)});
+  }
+  return labels;
+}
+"""
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -240,16 +303,41 @@ class DevTools:
         self._log.close()
 
 
+def _mermaid_nodes(node):
+    """Every `div.mermaid` node under `node` (shadow roots included), in page order."""
+    attributes = node.get("attributes", [])
+    attributes = dict(zip(attributes[::2], attributes[1::2], strict=True))
+    if node.get("localName") == "div" and "mermaid" in attributes.get("class", "").split():
+        return [node]
+    return [found for child in _children(node) for found in _mermaid_nodes(child)]
+
+
 def _mermaid_diagrams(node):
     """For each `div.mermaid` under `node` (shadow roots included), the
     `aria-roledescription` of its first <svg> ("flowchart-v2", ..., "error"
     for mermaid's syntax-error picture), or None when it has no <svg>."""
-    attributes = node.get("attributes", [])
-    attributes = dict(zip(attributes[::2], attributes[1::2], strict=True))
-    if node.get("localName") == "div" and "mermaid" in attributes.get("class", "").split():
-        svgs = _elements(node, "svg")
-        return [svgs[0].get("aria-roledescription", "svg") if svgs else None]
-    return [kind for child in _children(node) for kind in _mermaid_diagrams(child)]
+    kinds = []
+    for diagram in _mermaid_nodes(node):
+        svgs = _elements(diagram, "svg")
+        kinds.append(svgs[0].get("aria-roledescription", "svg") if svgs else None)
+    return kinds
+
+
+def _diagram_labels(browser, session, node):
+    """For each `div.mermaid` under `node`, LABELS_JS's list of its labels
+    (`{"text", "px"}`), run in the diagram's closed shadow root."""
+    labels = []
+    for diagram in _mermaid_nodes(node):
+        if not diagram.get("shadowRoots"):
+            labels.append([])
+            continue
+        shadow = browser.send("DOM.resolveNode", {"nodeId": diagram["shadowRoots"][0]["nodeId"]}, session)
+        answer = browser.send("Runtime.callFunctionOn", {
+            "objectId": shadow["object"]["objectId"], "functionDeclaration": LABELS_JS,
+            "returnByValue": True,
+        }, session)
+        labels.append(answer["result"]["value"])
+    return labels
 
 
 def _children(node):
@@ -280,28 +368,31 @@ def _open(browser, session, url, ready, timeout=PAGE_TIMEOUT):
         document = browser.send("DOM.getDocument", {"depth": -1, "pierce": True}, session)
         state["mermaid"] = _mermaid_diagrams(document["root"])
         if ready(state) or time.monotonic() > deadline:
+            state["labels"] = _diagram_labels(browser, session, document["root"])
             return state
         time.sleep(0.25)
 
 
 def _pages(site):
-    """`{page: (formulas, diagrams, has_bengali)}` for every page of the built
-    site that has formulas, mermaid diagrams or Bengali text."""
+    """`{page: (formulas, diagrams, has_bengali, mermaid_sources)}` for every
+    page of the built site."""
     pages = {}
     for path in sorted(site.rglob("*.html")):
         if path.relative_to(site).parts[0] == "assets":
             continue
-        html = path.read_text(errors="replace")
-        expected = (html.count('class="arithmatex"'), html.count('class="mermaid"'),
-                    bool(BENGALI_CHAR.search(html)))
-        if any(expected):
-            pages[path.relative_to(site).as_posix()] = expected
+        text = path.read_text(errors="replace")
+        # mkdocs-material draws the text of each <pre class="mermaid">.
+        sources = [html.unescape(re.sub(r"<[^>]*>", "", source)) for source in
+                   re.findall(r'<pre class="mermaid">(.*?)</pre>', text, re.DOTALL)]
+        pages[path.relative_to(site).as_posix()] = (
+            text.count('class="arithmatex"'), text.count('class="mermaid"'),
+            bool(BENGALI_CHAR.search(text)), sources)
     return pages
 
 
 def _drawn(state, expected):
     """What is not drawn yet on a page (empty when all is)."""
-    formulas, diagrams, bengali = expected
+    formulas, diagrams, bengali, _ = expected
     missing = []
     if state["typeset"] < formulas or state["raw"]:
         missing.append(f"MathJax typeset {state['typeset']} of {formulas} formulas, "
@@ -314,6 +405,75 @@ def _drawn(state, expected):
     if bengali and state["bengali"] and not ("loaded" in state["font_status"] and state["font_check"]):
         missing.append(f"the Bengali font {BENGALI_FAMILY!r} is not loaded ({state['font_status']})")
     return missing
+
+
+# Inline HTML that mermaid draws as formatting, not as text, in a label.
+_LABEL_TAGS = re.compile(r"</?(?:br|sub|sup|b|i|em|strong|small|span)\b[^>]*>", re.IGNORECASE)
+
+
+def _label_text(label):
+    """The text a reader should see in a mermaid label: its HTML tags dropped,
+    its entities (HTML's `&lt;` and mermaid's `#lt;` or `#60;`) decoded, and
+    without whitespace (mermaid breaks and wraps lines its own way)."""
+    text = re.sub(r"#(\d+|[A-Za-z]+);", lambda m: html.unescape(
+        f"&#{m[1]};" if m[1].isdigit() else f"&{m[1]};"), _LABEL_TAGS.sub("", label))
+    return re.sub(r"\s+", "", html.unescape(text))
+
+
+def _source_labels(source):
+    """The labels of one mermaid diagram's source: the node, edge and subgraph
+    labels of a flowchart (quoted, unquoted in brackets, or between `|`s), the
+    participants, messages and loop or note texts of a sequence diagram."""
+    lines = [line.strip() for line in source.splitlines()
+             if line.strip() and not line.strip().startswith("%%")]
+    labels = []
+    if lines[0].split()[0] == "sequenceDiagram":
+        for line in lines[1:]:
+            found = (re.fullmatch(r"(?:participant|actor)\s+\S+\s+as\s+(.+)", line)
+                     or re.fullmatch(r"(?:loop|alt|else|opt|par|and|critical|break|rect)\s+(.+)", line)
+                     or re.fullmatch(r"[^:]*?(?:-->>|->>|-->|->|--x|-x|--\)|-\))[^:]*:(.+)", line)
+                     or re.fullmatch(r"[Nn]ote\s[^:]*:(.+)", line))
+            if found:
+                labels.append(found[1])
+        return labels
+    for line in lines[1:]:
+        if re.match(r"(?:classDef|class|style|linkStyle|click|direction)\b", line):
+            continue
+        labels += re.findall(r'"([^"]*)"', line)
+        unquoted = re.sub(r'"[^"]*"', '""', line)
+        labels += re.findall(r"\w[\[({>]+([^\[\](){}|\"<>]+)[\])}]+", unquoted)
+        labels += re.findall(r"\|([^|\"]+)\|", unquoted)
+    return labels
+
+
+def _unreadable(state, expected):
+    """What a reader cannot read on a drawn page: raw TeX in its text, diagram
+    labels too small or cut short, model pictures shrunk too far."""
+    sources = expected[3]
+    problems = []
+    if state["tex"]:
+        problems.append(f"{len(state['tex'])} raw TeX left in the text: "
+                        + "; ".join(repr(snippet) for snippet in state["tex"]))
+    for number, (source, labels) in enumerate(zip(sources, state["labels"], strict=False), 1):
+        name = f"diagram {number} ({source.strip().splitlines()[0]})"
+        small = sorted((label["px"], label["text"].strip()) for label in labels
+                       if label["px"] < MIN_TEXT_PX)
+        if small:
+            problems.append(f"{name}: {len(small)} of {len(labels)} labels drawn under {MIN_TEXT_PX} px "
+                            f"high (smallest {small[0][0]:.1f} px: {small[0][1]!r})")
+        # Line by line: a sequence diagram draws each line of a label as its own <text>.
+        drawn = [_label_text(label["text"]) for label in labels]
+        cut = [line for label in _source_labels(source) for line in re.split(r"<br\s*/?>", label)
+               if _label_text(line) and not any(_label_text(line) in text for text in drawn)]
+        if cut:
+            problems.append(f"{name}: {', '.join(map(repr, cut))} not drawn whole; the labels drawn are "
+                            + ", ".join(repr(label["text"]) for label in labels))
+    for graph in state["graphs"]:
+        if graph["scale"] * PLOT_MODEL_TEXT_PX < MIN_TEXT_PX:
+            problems.append(f"{graph['src']} is shown at {graph['scale']:.2f} of its size: its "
+                            f"{PLOT_MODEL_TEXT_PX} px text is drawn "
+                            f"{graph['scale'] * PLOT_MODEL_TEXT_PX:.1f} px high")
+    return problems
 
 
 def _read_net_log(path):
@@ -381,6 +541,7 @@ def browse(base, pages, tmp_path):
         session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Network", "DOM", "Runtime"):
             browser.send(f"{domain}.enable", session=session)
+        browser.send("Emulation.setDeviceMetricsOverride", WINDOW, session)
         states = [_open(browser, session, base + page, ready) for page, ready in pages]
         time.sleep(0.5)  # let late requests (fonts, workers) show up in the logs
         while not browser.events.empty():
@@ -405,7 +566,10 @@ def test_site_renders_math_diagrams_and_bengali_offline(server, tmp_path):
 
     assert any(state["bengali"] for state in states), "no page shows Bengali text"
     problems = [f"{page}: {problem}" for (page, expected), state in zip(pages.items(), states, strict=True)
-                for problem in _drawn(state, expected)]
+                for problem in _drawn(state, expected) or _unreadable(state, expected)]
+    assert sum(map(len, (label for state in states for label in state["labels"]))) > 0, (
+        "no label of any diagram was measured")
+    assert any(state["graphs"] for state in states), "no page shows a plot_model picture (*_graph.png)"
     chromium_log = (tmp_path / "chromium.log").read_text(errors="replace")[-2000:] if problems else ""
     assert not problems, "\n".join(problems) + "\n" + chromium_log
     for asset in (MATHJAX, MERMAID, BENGALI_FONT):
@@ -421,3 +585,36 @@ def test_site_renders_math_diagrams_and_bengali_offline(server, tmp_path):
     # ... and no socket of the browser, its own background services included
     # (which --host-resolver-rules stops at name resolution), reached out.
     assert not leaks, "connections left the machine: " + ", ".join(leaks)
+
+
+def test_the_readability_checks_catch_raw_tex_and_cut_labels():
+    """Without a browser: RAW_TEX (a regex Python reads the same way) and the
+    label comparison catch what the docs review found."""
+    raw_tex = re.compile(RAW_TEX.strip("/g"))
+    for text in ("previous state s_{t-1}", "s_0 = tanh(W m + b)", "e^2.85 / (e^2.85 + 1)",
+                 "e^(\u22122.3)", "v^T tanh", "\\frac{a}{b}", "\\mathbf{x}", "x^{2}"):
+        assert raw_tex.search(text), text
+    for text in ("d_model and ctx_t", "source_ids", "2 * units", "w \u00b7 h\u2083", "a \u2264 b"):
+        assert not raw_tex.search(text), text
+
+    # index.md's first diagram, as it was: mermaid read `<t, x)` as an HTML tag.
+    source = ('flowchart TB\n    dec --> out["Dense \u2192 softmax<br/>P(y<sub>t</sub> | y<sub><t</sub>, x)"]\n'
+              '    dec -- "s<sub>t-1</sub> (query)" --> att\n')
+    assert _source_labels(source) == ["Dense \u2192 softmax<br/>P(y<sub>t</sub> | y<sub><t</sub>, x)",
+                                      "s<sub>t-1</sub> (query)"]
+    state = {"tex": [], "graphs": [], "labels": [[
+        {"text": "Dense \u2192 softmaxP(yt | y", "px": 13.6}, {"text": "st-1 (query)", "px": 6.2}]]}
+    small, cut = _unreadable(state, (0, 1, False, [source]))
+    assert "1 of 2 labels drawn under 10 px" in small and "6.2 px: 'st-1 (query)'" in small
+    assert "not drawn whole" in cut and "'P(y<sub>t</sub> | y<sub><t</sub>, x)'" in cut
+    # Written `&lt;`, it is drawn whole: the check compares decoded text.
+    fixed = source.replace("<sub><t</sub>", "<sub>&lt;t</sub>")
+    state["labels"][0][0]["text"] = "Dense \u2192 softmaxP(yt | y<t, x)"
+    state["labels"][0][1]["px"] = 12.0
+    assert _unreadable(state, (0, 1, False, [fixed])) == []
+
+    sequence = "sequenceDiagram\n    participant S as search<br/>(greedy)\n    S->>M: encode(ids)\n"
+    assert _source_labels(sequence) == ["search<br/>(greedy)", " encode(ids)"]
+    graph = {"tex": [], "labels": [], "graphs": [{"src": "images/a_graph.png", "scale": 0.34}]}
+    assert _unreadable(graph, (0, 0, False, [])) == [
+        "images/a_graph.png is shown at 0.34 of its size: its 14 px text is drawn 4.8 px high"]
