@@ -297,17 +297,23 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.alignment_loss_tracker.update_state(sum_over_replicas(alignment))
         return logits, loss + ops.cast(self.guided_alignment_weight, loss.dtype) * alignment
 
-    def _logits_and_guided_attention(self, source_ids, target_in_ids, training):
-        """The training graph run layer by layer: logits and the guided head's attention."""
+    def _teacher_forced(self, source_ids, target_in_ids, training):
+        """The training graph run layer by layer: the decoder's output
+        `(batch_size, target_length, d_model)` and every block's
+        cross-attention, each `(batch_size, num_heads, target_length, source_length)`."""
         source_ids = ops.cast(source_ids, "int32")
         target_in_ids = ops.cast(target_in_ids, "int32")
         source_mask = ops.not_equal(source_ids, 0)
         encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
                                          self.encoder_blocks, self.encoder_norm,
                                          source_ids, source_mask, training=training)
-        x, scores = _decoder_stack(self.target_embedding, self.target_dropout,
-                                   self.decoder_blocks, self.decoder_norm, target_in_ids,
-                                   encoder_outputs, source_mask, training=training)
+        return _decoder_stack(self.target_embedding, self.target_dropout, self.decoder_blocks,
+                              self.decoder_norm, target_in_ids, encoder_outputs, source_mask,
+                              training=training)
+
+    def _logits_and_guided_attention(self, source_ids, target_in_ids, training):
+        """Logits and the guided head's attention, from one teacher-forced pass."""
+        x, scores = self._teacher_forced(source_ids, target_in_ids, training)
         attention = scores[self.guided_alignment_layer][:, self.guided_alignment_head]
         # (batch_size, target_length, source_length)
         return self.output_projection(x), attention
@@ -435,15 +441,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             `(batch_size, num_heads, target_length, source_length)`; every
             row sums to 1 over the real source tokens.
         """
-        source_ids = ops.convert_to_tensor(source_ids, "int32")
-        target_in_ids = ops.convert_to_tensor(target_in_ids, "int32")
-        source_mask = ops.not_equal(source_ids, 0)
-        encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
-                                         self.encoder_blocks, self.encoder_norm,
-                                         source_ids, source_mask, training=False)
-        _, scores = _decoder_stack(self.target_embedding, self.target_dropout,
-                                   self.decoder_blocks, self.decoder_norm, target_in_ids,
-                                   encoder_outputs, source_mask, training=False)
+        _, scores = self._teacher_forced(source_ids, target_in_ids, training=False)
         return ops.cast(scores[layer], "float32")
 
     def attention_weights(self, source_ids, target_in_ids):
