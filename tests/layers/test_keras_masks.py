@@ -47,7 +47,7 @@ def test_rnn_attention_uses_the_mask_on_values(make_layer, query_dim):
     np.testing.assert_allclose(context, expected_context, atol=1e-6)
     # Same as Keras' own AdditiveAttention convention: an explicit mask wins.
     explicit = np.array([[True, False, True, False, False, False]])
-    _, weights = layer(query, padded, mask=explicit)
+    _, weights = layer(query, padded, encoder_padding_mask=explicit)
     assert np.asarray(weights)[0, 1] == 0.0 and np.asarray(weights)[0, 0] > 0.0
 
 
