@@ -44,11 +44,7 @@ from kerasseq._validation import check_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 from kerasseq.decoding import contract
 from kerasseq.decoding.beam_search import beam_search_loop
-from kerasseq.decoding.config import (  # noqa: F401  (SearchConfig's home; re-exported)
-    METHODS,
-    SOURCE_BUCKETS,
-    SearchConfig,
-)
+from kerasseq.decoding.config import SearchConfig
 from kerasseq.decoding.contract import encode_for_search
 from kerasseq.decoding.greedy import greedy_loop
 from kerasseq.decoding.sampling import sample_loop
