@@ -48,11 +48,28 @@ def _teacher_forcing(source_ids, target_ids):
     return (source_ids, target_in), target_out
 
 
-def _example_length(inputs, target_out):
+def split_inputs(inputs):
+    """`(source_ids, target_in_ids, alignment_links or None)` of a batch's inputs.
+
+    The inputs are `(source_ids, target_in_ids)`, or for guided alignment
+    the dict that `join_inputs` makes (`make_dataset(..., alignments=...)`).
+    """
     if isinstance(inputs, dict):
-        source_ids, target_in = inputs["source_ids"], inputs["target_in_ids"]
-    else:
-        source_ids, target_in = inputs
+        return inputs["source_ids"], inputs["target_in_ids"], inputs["alignment_links"]
+    source_ids, target_in = inputs
+    return source_ids, target_in, None
+
+
+def join_inputs(source_ids, target_in_ids, alignment_links=None):
+    """The inputs of a batch: a pair, or with links the guided dict (`split_inputs`' inverse)."""
+    if alignment_links is None:
+        return source_ids, target_in_ids
+    return {"source_ids": source_ids, "target_in_ids": target_in_ids,
+            "alignment_links": alignment_links}
+
+
+def _example_length(inputs, target_out):
+    source_ids, target_in, _ = split_inputs(inputs)
     return tf.maximum(tf.shape(source_ids)[0], tf.shape(target_in)[0])
 
 
@@ -87,8 +104,7 @@ def _dense_links(inputs, target_out):
     shape = tf.stack([tf.shape(target_in)[0], tf.shape(source_ids)[0]])
     dense = tf.scatter_nd(links, tf.ones([tf.shape(links)[0]], tf.int32), shape)
     # (target_length + 1, source_length): row t is the piece target_out[t]; [END]'s row is empty
-    return {"source_ids": source_ids, "target_in_ids": target_in,
-            "alignment_links": tf.minimum(dense, 1)}, target_out
+    return join_inputs(source_ids, target_in, tf.minimum(dense, 1)), target_out
 
 
 def _auto_bucket_boundaries(lengths):

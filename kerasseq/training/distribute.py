@@ -134,6 +134,7 @@ def pad_batches_to_multiple(dataset, multiple):
     """
     import tensorflow as tf
 
+    from kerasseq.data.dataset import join_inputs, split_inputs
     from kerasseq.data.tokenizer import END_ID, START_ID
 
     multiple = check_positive_int("multiple", multiple)
@@ -146,21 +147,15 @@ def pad_batches_to_multiple(dataset, multiple):
         return tf.concat([ids, tf.concat([first, rest], axis=1)], axis=0)
 
     def pad(inputs, target_out):
-        guided = isinstance(inputs, dict)
-        source_ids, target_in = ((inputs["source_ids"], inputs["target_in_ids"]) if guided
-                                 else inputs)
+        source_ids, target_in, links = split_inputs(inputs)
         count = (-tf.shape(target_out)[0]) % multiple
         padded_out = tf.concat([target_out, tf.zeros([count, tf.shape(target_out)[1]],
                                                      target_out.dtype)], axis=0)
-        source_ids = neutral_rows(source_ids, count, END_ID)  # (batch_size + count, ...)
-        target_in = neutral_rows(target_in, count, START_ID)
-        if not guided:
-            return (source_ids, target_in), padded_out
-        links = inputs["alignment_links"]  # neutral rows have no link
-        links = tf.concat([links, tf.zeros(tf.concat([[count], tf.shape(links)[1:]], 0),
-                                           links.dtype)], axis=0)
-        return {"source_ids": source_ids, "target_in_ids": target_in,
-                "alignment_links": links}, padded_out
+        if links is not None:  # neutral rows have no link
+            links = tf.concat([links, tf.zeros(tf.concat([[count], tf.shape(links)[1:]], 0),
+                                               links.dtype)], axis=0)
+        return join_inputs(neutral_rows(source_ids, count, END_ID),  # (batch_size + count, ...)
+                           neutral_rows(target_in, count, START_ID), links), padded_out
 
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 

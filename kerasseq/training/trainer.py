@@ -54,16 +54,12 @@ def _neutral_batch(element_spec):
     """One neutral teacher-forcing batch matching `element_spec` (see module docstring)."""
     import tensorflow as tf
 
+    from kerasseq.data.dataset import join_inputs, split_inputs
     from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
     try:
         inputs_spec, target_out_spec = element_spec
-        if isinstance(inputs_spec, dict):
-            source_spec, target_in_spec = (inputs_spec["source_ids"],
-                                           inputs_spec["target_in_ids"])
-            links_spec = inputs_spec["alignment_links"]
-        else:
-            (source_spec, target_in_spec), links_spec = inputs_spec, None
+        source_spec, target_in_spec, links_spec = split_inputs(inputs_spec)
     except (TypeError, ValueError, KeyError):
         raise ValueError(
             "DistributedTrainer expects batches ((source_ids, target_in_ids), target_out_ids) "
@@ -74,11 +70,8 @@ def _neutral_batch(element_spec):
     def ids(spec, value):
         return tf.fill([1, 1], tf.cast(value, spec.dtype))
 
-    source, target_in = ids(source_spec, END_ID), ids(target_in_spec, START_ID)
-    if links_spec is None:
-        return (source, target_in), ids(target_out_spec, PAD_ID)
-    return ({"source_ids": source, "target_in_ids": target_in,
-             "alignment_links": tf.zeros([1, 1, 1], links_spec.dtype)},
+    links = None if links_spec is None else tf.zeros([1, 1, 1], links_spec.dtype)
+    return (join_inputs(ids(source_spec, END_ID), ids(target_in_spec, START_ID), links),
             ids(target_out_spec, PAD_ID))
 
 
