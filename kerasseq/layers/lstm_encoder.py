@@ -1,10 +1,17 @@
 """The recurrent encoder: embedding → (bidirectional) LSTM stack."""
 
+import contextlib
+import threading
+
 import keras
 from keras import ops
 
 from kerasseq._validation import check_positive_int, check_rate
 from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
+
+
+# Held while an encoder's LSTMs have their cuDNN setting changed for one call.
+_CUDNN_SETTING_LOCK = threading.RLock()
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -36,12 +43,25 @@ class LSTMEncoder(keras.layers.Layer):
         dropout: float in [0, 1), dropout on each LSTM layer's inputs.
         embedding: optional `keras.layers.Embedding` to use instead of a new
             one, e.g. to share one embedding matrix between encoder and decoder.
+        use_cudnn: `False` (default), `True` or `"auto"`, passed to each
+            `keras.layers.LSTM`. With `False` the LSTMs run Keras' own loop
+            everywhere, which XLA compiles: on a GPU the model then trains with
+            `jit_compile="auto"` = XLA like every other kerasseq model. With
+            `"auto"`/`True` training on a GPU uses cuDNN's fused LSTM kernel,
+            which XLA cannot compile, so Keras trains such a model without XLA
+            (it warns if `jit_compile=True` was asked for). Decoding, exports and
+            attention plots never use cuDNN (see `call`'s `use_cudnn`).
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...);
             the dtype policy is passed on to the embedding and the LSTMs.
 
     Call arguments:
         source_ids: int tensor `(batch_size, source_length)`, 0 = padding.
         training: bool, enables dropout.
+        use_cudnn: `None` (the layer's setting) or `False`: run Keras' own LSTM
+            loop for this call even where the layer allows cuDNN. The models'
+            inference entry points (`RNNSeq2Seq.encode`, `attention_weights`)
+            pass `False`: their functions are compiled with XLA on a GPU, and an
+            exported graph must run on a machine without cuDNN.
 
     Returns:
         A tuple `(outputs, final_state)`:
@@ -67,9 +87,14 @@ class LSTMEncoder(keras.layers.Layer):
         num_layers=1,
         dropout=0.0,
         embedding=None,
+        use_cudnn=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if use_cudnn not in (True, False, "auto"):
+            raise ValueError("use_cudnn must be True, False or 'auto'. "
+                             f"Received: use_cudnn={use_cudnn!r}")
+        self.use_cudnn = use_cudnn
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
         self.units = check_positive_int("units", units)
@@ -84,6 +109,13 @@ class LSTMEncoder(keras.layers.Layer):
             vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
         )
         self.lstm_layers = [self._make_lstm(i) for i in range(self.num_layers)]
+        # `Bidirectional` rebuilds its two LSTMs from `LSTM.get_config()`, which
+        # leaves `use_cudnn` out: they start as "auto" and, where a GPU is seen,
+        # veto XLA (`supports_jit=False`). Say the setting again.
+        for lstm in self._keras_lstms():
+            lstm.use_cudnn = self.use_cudnn
+            if self.use_cudnn is False:
+                lstm.supports_jit = True
         self.supports_masking = True
 
     def _make_lstm(self, index):
@@ -92,6 +124,7 @@ class LSTMEncoder(keras.layers.Layer):
             return_sequences=True,
             return_state=True,
             dropout=self.dropout,
+            use_cudnn=self.use_cudnn,
             dtype=self.dtype_policy,
             name=f"lstm_{index}",
         )
@@ -114,11 +147,43 @@ class LSTMEncoder(keras.layers.Layer):
             lstm.build(shape)
             shape = shape[:-1] + (self.output_dim,)
 
-    def call(self, source_ids, training=None):
+    def _keras_lstms(self):
+        """The `keras.layers.LSTM`s that run (both directions of a `Bidirectional`)."""
+        for layer in self.lstm_layers:
+            if isinstance(layer, keras.layers.Bidirectional):
+                yield layer.forward_layer
+                yield layer.backward_layer
+            else:
+                yield layer
+
+    @contextlib.contextmanager
+    def _cudnn_setting(self, use_cudnn):
+        """Keras' LSTM reads its `use_cudnn` when it is traced: set it for one
+        call (under a lock, so two threads tracing at once cannot restore each
+        other's setting mid-trace)."""
+        if use_cudnn is None or use_cudnn == self.use_cudnn:
+            yield
+            return
+        if use_cudnn is not False:
+            raise ValueError("A call can only turn cuDNN off: use_cudnn must be None or "
+                             f"False. Received: use_cudnn={use_cudnn!r}")
+        with _CUDNN_SETTING_LOCK:
+            lstms = list(self._keras_lstms())
+            saved = [lstm.use_cudnn for lstm in lstms]
+            try:
+                for lstm in lstms:
+                    lstm.use_cudnn = False
+                yield
+            finally:
+                for lstm, value in zip(lstms, saved, strict=True):
+                    lstm.use_cudnn = value
+
+    def call(self, source_ids, training=None, use_cudnn=None):
         mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
         outputs = self.embedding(source_ids)
-        for lstm in self.lstm_layers:
-            outputs, *states = lstm(outputs, mask=mask, training=training)
+        with self._cudnn_setting(use_cudnn):
+            for lstm in self.lstm_layers:
+                outputs, *states = lstm(outputs, mask=mask, training=training)
         # states: [h, c] or [h_forward, c_forward, h_backward, c_backward]
         final_state = ops.concatenate(states, axis=-1)
         # Keras repeats the last real output over padding; make padding zeros.
@@ -144,6 +209,7 @@ class LSTMEncoder(keras.layers.Layer):
             bidirectional=self.bidirectional,
             num_layers=self.num_layers,
             dropout=self.dropout,
+            use_cudnn=self.use_cudnn,
             embedding=(
                 serialize_shared_layer(self.embedding) if self.shares_embedding else None
             ),

@@ -27,6 +27,14 @@ class RNNSeq2Seq(Seq2SeqModel):
     float32 (as the Transformer's does): the logits of the training call and
     of `decode_step` are float32.
 
+    GPUs. `use_cudnn=False` (the default) builds the encoder's LSTMs without
+    cuDNN's fused kernel, so on a GPU `fit` compiles with XLA
+    (`jit_compile="auto"`) like the Transformer's. `use_cudnn="auto"` trains
+    the encoder with cuDNN there instead, and Keras then trains without XLA.
+    Either way `encode` and `attention_weights` run Keras' own LSTM loop:
+    XLA cannot compile cuDNN's kernel, and an exported graph must also run on
+    a machine without cuDNN.
+
     Decoding contract: `encode(source_ids)` returns the dict
     `decoder_state` `(batch_size, units)`, and with attention `values`
     `(batch_size, source_length, encoder_dim)`, `keys`, `source_mask`
@@ -50,8 +58,8 @@ class RNNSeq2Seq(Seq2SeqModel):
     def __init__(self, source_vocab_size, target_vocab_size, embedding_dim=64, units=128,
                  encoder_units=None, attention="bahdanau", attention_units=None,
                  bidirectional=True, num_encoder_layers=1, dropout=0.0, share_embeddings=False,
-                 sampling_probability=0.0, max_target_length=64, source_tokenizer=None,
-                 target_tokenizer=None, *args, **kwargs):
+                 sampling_probability=0.0, max_target_length=64, use_cudnn=False,
+                 source_tokenizer=None, target_tokenizer=None, *args, **kwargs):
         # `*args`: keras.models.clone_model calls cls(inputs, outputs, name=...)
         # (see Seq2SeqModel._init_as_clone).
         if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
@@ -64,7 +72,8 @@ class RNNSeq2Seq(Seq2SeqModel):
         )
         encoder = LSTMEncoder(
             source_vocab_size, embedding_dim, encoder_units, bidirectional=bidirectional,
-            num_layers=num_encoder_layers, dropout=dropout, embedding=shared, name="encoder",
+            num_layers=num_encoder_layers, dropout=dropout, embedding=shared,
+            use_cudnn=use_cudnn, name="encoder",
         )
         bridge = Bridge(units, name="bridge")
         decoder = GRUDecoder(
@@ -97,13 +106,16 @@ class RNNSeq2Seq(Seq2SeqModel):
         self.share_embeddings = share_embeddings
         self.sampling_probability = sampling_probability
         self.max_target_length = max_target_length
+        self.use_cudnn = use_cudnn
 
     # ------------------------------------------------------------ contract
     def encode(self, source_ids, max_length=None):
         # max_length: the search's length limit; the recurrent state needs no
         # preallocation, so it does not depend on it (see Seq2SeqModel.encode).
         source_ids = ops.cast(source_ids, "int32")
-        encoder_outputs, final_state = self.encoder(source_ids, training=False)
+        # Keras' own LSTM loop, never cuDNN: the searches run this under XLA on
+        # a GPU, and an export's graph must also run where there is no cuDNN.
+        encoder_outputs, final_state = self.encoder(source_ids, training=False, use_cudnn=False)
         initial_state = self.bridge(final_state)
         source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
         memory = self.decoder.prepare_memory(initial_state, encoder_outputs, source_mask)
@@ -138,7 +150,7 @@ class RNNSeq2Seq(Seq2SeqModel):
 
     def attention_weights(self, source_ids, target_in_ids):
         """Teacher-forced attention weights `(batch_size, target_length, source_length)`."""
-        encoder_outputs, final_state = self.encoder(source_ids, training=False)
+        encoder_outputs, final_state = self.encoder(source_ids, training=False, use_cudnn=False)
         _, weights = self.decoder(
             target_in_ids, self.bridge(final_state), encoder_outputs,
             ops.not_equal(source_ids, 0), training=False, return_attention_scores=True,
@@ -170,7 +182,9 @@ def build_rnn_seq2seq(
             with the model so that `translate(texts)` and exports work.
         **kwargs: `encoder_units`, `attention_units`, `bidirectional`,
             `num_encoder_layers`, `dropout`, `share_embeddings`,
-            `sampling_probability`, `max_target_length`, `name`.
+            `sampling_probability`, `max_target_length`, `use_cudnn` (see
+            `LSTMEncoder`: `False`, the default, keeps XLA training on a GPU;
+            `"auto"` trains the encoder with cuDNN there, without XLA), `name`.
 
     Returns:
         An `RNNSeq2Seq` (a functional `keras.Model`
