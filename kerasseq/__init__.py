@@ -24,12 +24,14 @@ from kerasseq import (
     training,
 )
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq, translate
+from kerasseq.decoding.config import SearchConfigError
 from kerasseq.translator import SearchConfig, Translator
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SearchConfig",
+    "SearchConfigError",
     "Translator",
     "build_rnn_seq2seq",
     "build_transformer_seq2seq",

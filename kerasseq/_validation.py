@@ -12,6 +12,19 @@ settings go to `SearchConfig`.)
 import numbers
 
 
+class ArgumentError(ValueError):
+    """A `ValueError` about one argument, which it names in `.field`.
+
+    The message says what was wrong and what was expected; `.field` lets a
+    caller that set the argument another way (the command line's flags) name
+    it its own way without reading the message.
+    """
+
+    def __init__(self, field, message):
+        super().__init__(message)
+        self.field = field
+
+
 def check_int(name, value, minimum=1, maximum=None, maximum_name=None):
     """`value` as a Python int, if it is an integer (not a bool) in range.
 
@@ -27,15 +40,16 @@ def check_int(name, value, minimum=1, maximum=None, maximum_name=None):
         `int(value)`.
 
     Raises:
-        ValueError: naming `name`, the received value and the expected range.
+        ArgumentError: (a `ValueError`) naming `name`, the received value and
+            the expected range; `.field` is `name`.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
+        raise ArgumentError(name, f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}. Received: {name}={value!r}")
+        raise ArgumentError(name, f"{name} must be >= {minimum}. Received: {name}={value!r}")
     if maximum is not None and value > maximum:
         bound = f"{maximum_name}={maximum}" if maximum_name else str(maximum)
-        raise ValueError(f"{name} must be <= {bound}. Received: {name}={value!r}")
+        raise ArgumentError(name, f"{name} must be <= {bound}. Received: {name}={value!r}")
     return int(value)
 
 
@@ -47,14 +61,14 @@ def check_positive_int(name, value):
 def check_rate(name, value):
     """A float in `[0, 1)` (dropout rates, label smoothing)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
-        raise ValueError(f"{name} must be a float in [0, 1). Received: {name}={value!r}")
+        raise ArgumentError(name, f"{name} must be a float in [0, 1). Received: {name}={value!r}")
     return float(value)
 
 
 def check_choice(name, value, choices):
     """One of `choices`."""
     if value not in choices:
-        raise ValueError(
-            f"{name} must be one of {sorted(choices)}. Received: {name}={value!r}"
+        raise ArgumentError(
+            name, f"{name} must be one of {sorted(choices)}. Received: {name}={value!r}"
         )
     return value

@@ -285,11 +285,6 @@ def make_translator(model, config=None, **settings):
         )
     if method == "beam" and "num_return" not in settings and base.num_return == 1:
         settings["num_return"] = settings.get("num_beams", base.num_beams)  # every beam
-    if method == "greedy" and settings.get("num_return", 1) > 1:
-        raise ValueError(
-            f"num_return must be <= num_beams=1 (method={method!r}). "
-            f"Received: num_return={settings['num_return']}"
-        )
     config = SearchConfig.from_kwargs(config, **settings)  # the one validator
     source_limit = config.max_source_length
     position_limit = getattr(model, "max_length", None)  # a position table

@@ -20,9 +20,10 @@ from kerasseq_cli import CLIError
 
 def _flag_error(error, flags):
     """A `CLIError` for the `ValueError` of a kerasseq check, naming the flag that
-    set the argument: kerasseq's messages begin with the argument's name
-    ("num_beams must be >= 1. ..."), `flags` maps such names to flags."""
-    flag = flags.get(str(error).split(" ", 1)[0])
+    set the argument: kerasseq's argument errors (`kerasseq._validation.ArgumentError`,
+    `SearchConfigError`) carry the argument's name in `.field`, `flags` maps such
+    names to flags."""
+    flag = flags.get(getattr(error, "field", None))
     return CLIError(f"{flag}: {error}" if flag else str(error))
 
 
@@ -302,14 +303,12 @@ def _search_kwargs(args, **fields):
         search["length_penalty"] = args.length_penalty
     search["jit_compile"] = {"on": True, "off": False}.get(args.jit, "auto")
     try:
-        config = SearchConfig(**search)
+        SearchConfig(**search)
     except ValueError as error:
+        if getattr(error, "field", None) == "num_return" and search.get("method") == "greedy":
+            raise CLIError(f"--nbest {search['num_return']} needs --beam N with "
+                           f"N >= {search['num_return']} (--beam 1 is greedy search)") from None
         raise _flag_error(error, _SEARCH_FLAGS) from None
-    if config.method == "greedy":
-        if config.num_return > 1:  # SearchConfig ignores num_return outside beam search
-            raise CLIError(f"--nbest {config.num_return} needs --beam N with "
-                           f"N >= {config.num_return} (--beam 1 is greedy search)")
-        search.pop("num_return", None)
     return search
 
 

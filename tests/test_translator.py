@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import kerasseq
-from kerasseq import SearchConfig, Translator, decoding
+from kerasseq import SearchConfig, SearchConfigError, Translator, decoding
 from kerasseq.decoding import Seq2SeqDecodable
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from kerasseq.translator import get_translator, resolve_jit_compile
@@ -35,24 +35,44 @@ def test_one_set_of_defaults():
     assert hash(SearchConfig(batch_buckets=[4, 16])) == hash(SearchConfig(batch_buckets=(4, 16)))
 
 
-@pytest.mark.parametrize("settings, message", [
-    (dict(method="beams"), "method must be one of"),
-    (dict(num_beams=0), "num_beams must be >= 1"),
-    (dict(num_beams=2.0), "num_beams must be an int >= 1"),
-    (dict(num_beams=2, num_return=3), "num_return must be <= num_beams=2"),
-    (dict(length_penalty=float("nan")), "length_penalty must be a finite float"),
-    (dict(coverage_penalty=-1.0), "coverage_penalty must be"),
-    (dict(max_length=4, min_length=5), "min_length must be <= max_length=4"),
-    (dict(temperature=0.0), "temperature must be a float > 0"),
-    (dict(top_p=1.5), "top_p must be"),
-    (dict(jit_compile="yes"), "jit_compile must be True, False or 'auto'"),
-    (dict(batch_size=0), "batch_size must be >= 1"),
-    (dict(batch_buckets="pow3"), "batch_buckets must be"),
-    (dict(max_source_length=0), "max_source_length must be"),
+@pytest.mark.parametrize("settings, field, message", [
+    (dict(method="beams"), "method", "method must be one of"),
+    (dict(num_beams=0), "num_beams", "num_beams must be >= 1"),
+    (dict(num_beams=2.0), "num_beams", "num_beams must be an int >= 1"),
+    (dict(num_beams=2, num_return=3), "num_return", "num_return must be <= num_beams=2"),
+    (dict(method="greedy", num_return=2), "num_return",
+     r"num_return > 1 needs method='beam' \(greedy search gives one hypothesis"),
+    (dict(method="sample", num_return=3), "num_return", "num_return > 1 needs method='beam'"),
+    (dict(length_penalty=float("nan")), "length_penalty", "length_penalty must be a finite float"),
+    (dict(coverage_penalty=-1.0), "coverage_penalty", "coverage_penalty must be"),
+    (dict(max_length=4, min_length=5), "min_length", "min_length must be <= max_length=4"),
+    (dict(temperature=0.0), "temperature", "temperature must be a float > 0"),
+    (dict(top_p=1.5), "top_p", "top_p must be"),
+    (dict(seed=1.5), "seed", "seed must be an int or None"),
+    (dict(return_log_probs=1), "return_log_probs", "return_log_probs must be a bool"),
+    (dict(jit_compile="yes"), "jit_compile", "jit_compile must be True, False or 'auto'"),
+    (dict(batch_size=0), "batch_size", "batch_size must be >= 1"),
+    (dict(batch_buckets="pow3"), "batch_buckets", "batch_buckets must be"),
+    (dict(max_source_length=0), "max_source_length", "max_source_length must be"),
+    (dict(source_buckets="linear"), "source_buckets", "source_buckets must be one of"),
+    (dict(max_length_a=-1.0), "max_length_a", "max_length_a must be a finite float"),
+    (dict(max_length_b=-1), "max_length_b", "max_length_b must be >= 0"),
 ])
-def test_bad_settings_are_named(settings, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_settings_are_named(settings, field, message):
+    with pytest.raises(SearchConfigError, match=message) as caught:
         SearchConfig(**settings)
+    assert isinstance(caught.value, ValueError) and caught.value.field == field
+
+
+def test_num_return_is_refused_by_every_door_outside_beam_search(g2p):
+    # one rule, in SearchConfig: no door silently returns one hypothesis
+    model, words = g2p
+    for call in (lambda: model.translate(words[:2], method="greedy", num_return=2),
+                 lambda: kerasseq.translate(model, words[:2], method="sample", num_return=2),
+                 lambda: model.generate(np.array([[5, 6, 0]]), num_return=2),  # greedy default
+                 lambda: Translator(model, SearchConfig(num_return=2).replace(method="greedy"))):
+        with pytest.raises(SearchConfigError, match="num_return > 1 needs method='beam'"):
+            call()
 
 
 def test_unknown_setting_is_a_type_error(g2p):

@@ -28,6 +28,7 @@ builds for those pairs.
 import os
 
 from kerasseq._messages import first_line
+from kerasseq._validation import ArgumentError
 
 __all__ = ["learn_tokenizers", "load_pairs", "spread_sample"]
 
@@ -110,7 +111,8 @@ def learn_tokenizers(dataset, pairs, tokenizer="default", vocabulary_size=None):
             otherwise).
 
     Raises:
-        ValueError: a `tokenizer` or `vocabulary_size` out of range.
+        ArgumentError: (a `ValueError`) a `tokenizer` or `vocabulary_size`
+            out of range, named in `.field`.
 
     Example:
 
@@ -122,8 +124,9 @@ def learn_tokenizers(dataset, pairs, tokenizer="default", vocabulary_size=None):
     from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
 
     if vocabulary_size is not None and vocabulary_size <= 4:
-        raise ValueError(f"vocabulary_size must be > 4 (it counts the 4 reserved ids). "
-                         f"Received: vocabulary_size={vocabulary_size}")
+        raise ArgumentError("vocabulary_size",
+                            f"vocabulary_size must be > 4 (it counts the 4 reserved ids). "
+                            f"Received: vocabulary_size={vocabulary_size}")
     sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
     if tokenizer == "wordpiece":
         size = {"max_tokens": vocabulary_size} if vocabulary_size else {}
@@ -132,7 +135,8 @@ def learn_tokenizers(dataset, pairs, tokenizer="default", vocabulary_size=None):
                 WordPieceTextTokenizer.from_texts(targets, lowercase=dataset != "cmudict",
                                                   name="target_tokenizer", **size))
     if tokenizer != "default":
-        raise ValueError(f"tokenizer must be 'default' or 'wordpiece'. Received: {tokenizer!r}")
+        raise ArgumentError("tokenizer", "tokenizer must be 'default' or 'wordpiece'. "
+                                         f"Received: {tokenizer!r}")
     # G2P is case-insensitive: "Hello" and "HELLO" read as "hello" (the
     # tokenizer lowercases inside the model, its exports included).
     source_split, target_split = (("character", "whitespace") if dataset == "cmudict"

@@ -47,13 +47,14 @@ when it was emitted (beam search ranks by penalised scores, see
 """
 
 from kerasseq.decoding.beam_search import beam_search
-from kerasseq.decoding.config import SearchConfig
+from kerasseq.decoding.config import SearchConfig, SearchConfigError
 from kerasseq.decoding.contract import Seq2SeqDecodable, encode_for_search
 from kerasseq.decoding.greedy import greedy
 from kerasseq.decoding.sampling import sample
 
 __all__ = [
     "SearchConfig",
+    "SearchConfigError",
     "Seq2SeqDecodable",
     "beam_search",
     "encode_for_search",

@@ -16,10 +16,18 @@ import math
 import numbers
 from typing import Any, Optional, Union
 
-from kerasseq._validation import check_int
+from kerasseq._validation import ArgumentError, check_int
 
 METHODS = ("beam", "greedy", "sample")
 SOURCE_BUCKETS = ("geometric", "multiple")
+
+
+class SearchConfigError(ArgumentError):
+    """A bad search setting: a `ValueError` whose `.field` names the
+    `SearchConfig` field (for a rule between fields, the one to change).
+
+    The command line maps `.field` to the flag that set it.
+    """
 
 
 def _is_int(value):
@@ -32,7 +40,8 @@ def _is_real(value):
 
 def _check_finite_non_negative(name, value):
     if not _is_real(value) or not value >= 0 or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite float >= 0. Received: {name}={value!r}")
+        raise SearchConfigError(name, f"{name} must be a finite float >= 0. "
+                                      f"Received: {name}={value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +52,9 @@ class SearchConfig:
         method: `"beam"` (default), `"greedy"` or `"sample"`.
         num_beams: int >= 1, alive hypotheses per text (beam only; default 4).
         num_return: int in `[1, num_beams]`, hypotheses returned per text
-            (beam only; default 1). With `num_return > 1`, `translate` returns
-            n-best lists.
+            (default 1). More than 1 needs `method="beam"` (greedy and sampling
+            give one hypothesis; `SearchConfigError` otherwise). With
+            `num_return > 1`, `translate` returns n-best lists.
         length_penalty: float alpha >= 0, GNMT length penalty (beam only).
         coverage_penalty: float beta >= 0, GNMT coverage penalty (beam only;
             needs a model that reports attention weights).
@@ -115,11 +125,20 @@ class SearchConfig:
 
     def __post_init__(self):
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {list(METHODS)}. Received: method={self.method!r}")
+            raise SearchConfigError("method", f"method must be one of {list(METHODS)}. "
+                                              f"Received: method={self.method!r}")
         self._check_int("num_beams", 1)
         self._check_int("num_return", 1)
-        if self.method == "beam" and self.num_return > self.num_beams:
-            raise ValueError(
+        if self.method != "beam" and self.num_return > 1:
+            raise SearchConfigError(
+                "num_return",
+                f"num_return > 1 needs method='beam' ({self.method} search gives one "
+                f"hypothesis per text). Received: method={self.method!r}, "
+                f"num_return={self.num_return}"
+            )
+        if self.num_return > self.num_beams:
+            raise SearchConfigError(
+                "num_return",
                 f"num_return must be <= num_beams={self.num_beams}. "
                 f"Received: num_return={self.num_return}"
             )
@@ -129,23 +148,26 @@ class SearchConfig:
             self._check_int("max_length", 1)
         self._check_int("min_length", 0)
         if self.max_length is not None and self.min_length > self.max_length:
-            raise ValueError(
+            raise SearchConfigError(
+                "min_length",
                 f"min_length must be <= max_length={self.max_length}. "
                 f"Received: min_length={self.min_length}"
             )
         if not _is_real(self.temperature) or not self.temperature > 0 or not math.isfinite(self.temperature):
-            raise ValueError(f"temperature must be a float > 0. Received: temperature={self.temperature!r}")
+            raise SearchConfigError("temperature", f"temperature must be a float > 0. Received: temperature={self.temperature!r}")
         self._check_int("top_k", 0)
         if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be a float in (0, 1]. Received: top_p={self.top_p!r}")
+            raise SearchConfigError("top_p", f"top_p must be a float in (0, 1]. Received: top_p={self.top_p!r}")
         if self.seed is not None and not _is_int(self.seed):
-            raise ValueError(f"seed must be an int or None. Received: seed={self.seed!r}")
+            raise SearchConfigError("seed", f"seed must be an int or None. Received: seed={self.seed!r}")
         if not isinstance(self.return_log_probs, bool):
-            raise ValueError(
+            raise SearchConfigError(
+                "return_log_probs",
                 f"return_log_probs must be a bool. Received: return_log_probs={self.return_log_probs!r}"
             )
         if not (isinstance(self.jit_compile, bool) or self.jit_compile == "auto"):
-            raise ValueError(
+            raise SearchConfigError(
+                "jit_compile",
                 "jit_compile must be True, False or 'auto'. "
                 f"Received: jit_compile={self.jit_compile!r}"
             )
@@ -154,7 +176,8 @@ class SearchConfig:
         if buckets is not None and buckets != "pow2":
             if isinstance(buckets, (str, bool)) or not isinstance(buckets, (tuple, list)) or not buckets \
                     or not all(_is_int(b) and b >= 1 for b in buckets):
-                raise ValueError(
+                raise SearchConfigError(
+                    "batch_buckets",
                     "batch_buckets must be 'pow2', None or a sequence of ints >= 1. "
                     f"Received: batch_buckets={buckets!r}"
                 )
@@ -162,13 +185,17 @@ class SearchConfig:
         if self.max_source_length is not None:
             self._check_int("max_source_length", 1)
         if self.source_buckets not in SOURCE_BUCKETS:
-            raise ValueError(f"source_buckets must be one of {list(SOURCE_BUCKETS)}. "
+            raise SearchConfigError("source_buckets", f"source_buckets must be one of {list(SOURCE_BUCKETS)}. "
                              f"Received: source_buckets={self.source_buckets!r}")
         _check_finite_non_negative("max_length_a", self.max_length_a)
         self._check_int("max_length_b", 0)
 
     def _check_int(self, name, minimum):
-        object.__setattr__(self, name, check_int(name, getattr(self, name), minimum))
+        try:
+            value = check_int(name, getattr(self, name), minimum)
+        except ArgumentError as error:
+            raise SearchConfigError(name, str(error)) from None
+        object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------ helpers
     @classmethod
@@ -208,6 +235,6 @@ class SearchConfig:
 
     @property
     def returns(self):
-        """Hypotheses returned per text: `num_return` for beam, else 1."""
-        return self.num_return if self.method == "beam" else 1
+        """Hypotheses returned per text: `num_return` (1 unless beam search)."""
+        return self.num_return
 
