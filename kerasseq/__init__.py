@@ -23,8 +23,8 @@ from kerasseq import (
     models,
     training,
 )
-from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq, translate
 from kerasseq.decoding.config import SearchConfigError
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq, translate
 from kerasseq.translator import SearchConfig, Translator
 
 __version__ = "0.1.0"

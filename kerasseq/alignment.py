@@ -311,7 +311,7 @@ def alignment_strings(model, source_ids, target_ids, layer=None, head=None,
 
     Returns:
         `tf.string` `(batch,)`: target word j linked to its most attended
-        source word i, as fast_align / fairseq print them (`""` for an empty
+        source word i, the Pharaoh text of `to_pharaoh` (`""` for an empty
         hypothesis).
     """
     layer, head = resolve_alignment_head(model, layer, head)
@@ -462,6 +462,39 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
 # --------------------------------------------------------------------------
 # Scores.
 # --------------------------------------------------------------------------
+
+def to_pharaoh(links):
+    """Links `[(i, j), ...]` as the Pharaoh text `"i-j i-j ..."`: source word i
+    linked to target word j, as fast_align, eflomal and fairseq write them.
+
+    The one formatter of that text in Python (the command line's
+    `--alignments` output); `alignment_strings` writes the same text inside
+    the graph of an export.
+
+    >>> to_pharaoh([(0, 0), (2, 1)])
+    '0-0 2-1'
+    """
+    return " ".join(f"{int(i)}-{int(j)}" for i, j in links)
+
+
+def from_pharaoh(text):
+    """The Pharaoh text `"i-j i-j ..."` as links `[(i, j), ...]` (see `to_pharaoh`).
+
+    Raises:
+        ValueError: a link that is not two non-negative integers joined by `-`.
+
+    >>> from_pharaoh("0-0 2-1")
+    [(0, 0), (2, 1)]
+    """
+    links = []
+    for link in text.split():
+        source, _, target = link.partition("-")
+        if not (source.isdigit() and target.isdigit()):
+            raise ValueError(f"A Pharaoh link is two non-negative integers joined by '-' "
+                             f"(i-j). Received: {link!r} in {text!r}")
+        links.append((int(source), int(target)))
+    return links
+
 
 def diagonal_links(num_source, num_target):
     """The diagonal baseline: target word j linked to source word round((j + 0.5) n_s / n_t - 0.5)."""
@@ -637,8 +670,7 @@ def _eflomal_word_links(source_words, target_words, symmetrization):
         read = {}
         for name, path in (("forward", forward), ("reverse", reverse)):
             with open(path, encoding="utf-8") as handle:
-                read[name] = [[tuple(int(x) for x in link.split("-")) for link in line.split()]
-                              for line in handle.read().splitlines()]
+                read[name] = [from_pharaoh(line) for line in handle.read().splitlines()]
     return [symmetrize(f, r, symmetrization) if s and t else []
             for f, r, s, t in zip(read["forward"], read["reverse"], source_words, target_words,
                                   strict=True)]

@@ -177,7 +177,8 @@ def export_translator(
         if alignments:
             signatures[ALIGNMENTS_SIGNATURE] = module.translate_alignments.get_concrete_function()
         tf.saved_model.save(module, directory, signatures=signatures)
-        _write_metadata(directory, model, translator)
+        _write_metadata(directory, model, translator,
+                        alignment=(alignment_layer, alignment_head) if alignments else None)
 
     write_atomically(path, write, overwrite=overwrite)
     return path
@@ -302,7 +303,7 @@ def make_translator(model, config=None, **settings):
 # --------------------------------------------------------------------------
 
 
-def _write_metadata(directory, model, translator):
+def _write_metadata(directory, model, translator, alignment=None):
     """Record the export settings in `assets.extra/kerasseq_export.json`.
 
     TF Serving ignores `assets.extra`; the `kerasseq translate` command reads
@@ -324,6 +325,14 @@ def _write_metadata(directory, model, translator):
         "max_source_length": translator.source_limit,
         "jit_compile": translator.jit_compile,
     }
+    if alignment is not None:  # the attention that `translate_alignments` reads
+        from kerasseq.alignment import resolve_alignment_head
+
+        layer, head = resolve_alignment_head(model, *alignment)
+        metadata["signatures"][ALIGNMENTS_SIGNATURE] = {
+            "inputs": ["text"], "outputs": ["translation", "score", "alignment"]}
+        metadata.update({name: value if value == "mean" else int(value)
+                         for name, value in (("alignment_layer", layer), ("alignment_head", head))})
     target = os.path.join(directory, METADATA_PATH)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, "w") as handle:

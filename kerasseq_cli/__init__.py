@@ -200,6 +200,19 @@ def _add_run_arguments(parser, output_dir):
                         help=argparse.SUPPRESS)
 
 
+def _add_alignment_arguments(parser, help_text):
+    """--alignments, --alignment-layer, --alignment-head (translate and export)."""
+    parser.add_argument("--alignments", action="store_true", help=help_text)
+    parser.add_argument(
+        "--alignment-layer", default=None, metavar="INDEX|mean",
+        help="Transformer decoder layer whose cross-attention aligns (default: the "
+             "model's: its guided head if it was trained with guided alignment, else the "
+             "mean over every layer and head)")
+    parser.add_argument(
+        "--alignment-head", default=None, metavar="INDEX|mean",
+        help="attention head that aligns (default: the model's, as --alignment-layer)")
+
+
 def _add_search_arguments(parser, export=False):
     # Search settings are parsed as plain numbers here and checked by
     # kerasseq.SearchConfig, the one validator (the commands name the flag).
@@ -235,18 +248,10 @@ def make_parser():
                                   "`kerasseq export`")
     translate_parser.add_argument("texts", nargs="*")
     _add_search_arguments(translate_parser)
-    translate_parser.add_argument(
-        "--alignments", action="store_true",
-        help="also print each translation's word alignment from the attention, as "
-             "'source-target' word indices (i-j), after a tab (.keras models with attention)")
-    translate_parser.add_argument(
-        "--alignment-layer", default=None, metavar="INDEX|mean",
-        help="Transformer decoder layer whose cross-attention aligns (default: the "
-             "model's: its guided head if it was trained with guided alignment, else the "
-             "mean over every layer and head)")
-    translate_parser.add_argument(
-        "--alignment-head", default=None, metavar="INDEX|mean",
-        help="attention head that aligns (default: the model's, as --alignment-layer)")
+    _add_alignment_arguments(
+        translate_parser,
+        "also print each translation's word alignment from the attention, as "
+        "'source-target' word indices (i-j), after a tab (.keras models with attention)")
     translate_parser.set_defaults(handler="command_translate")
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")
@@ -272,6 +277,10 @@ def make_parser():
     export_parser.add_argument("--overwrite", action="store_true",
                                help="replace an existing export (a SavedModel directory) or "
                                     "empty directory at EXPORT_DIR; nothing else is replaced")
+    _add_alignment_arguments(
+        export_parser,
+        "also write the signature translate_alignments (text -> translation, score, "
+        "alignment: 'source-target' word indices, i-j) from the model's attention")
     export_parser.set_defaults(handler="command_export")
 
     average_parser = commands.add_parser(

@@ -412,12 +412,16 @@ def _layer_or_head(name, value):
         raise CLIError(f"--{name} must be an integer index or 'mean'. Received: {value!r}") from None
 
 
-def _pharaoh(links):
-    """Links as `i-j` pairs separated by spaces (the format of fast_align and fairseq)."""
-    return " ".join(f"{i}-{j}" for i, j in links)
+def _alignment_head_settings(args):
+    """`alignment_layer` / `alignment_head` keywords from the flags that were given."""
+    return {f"alignment_{name}": _layer_or_head(f"alignment-{name}", value)
+            for name, value in (("layer", args.alignment_layer),
+                                ("head", args.alignment_head)) if value is not None}
 
 
 def command_translate(args):
+    from kerasseq.alignment import to_pharaoh
+
     alignments = args.alignments
     if is_saved_model(args.model_dir):
         if alignments:
@@ -427,9 +431,7 @@ def command_translate(args):
     else:
         search = _search_kwargs(args)
         model = load_model(args.model_dir)
-        which = {f"alignment_{name}": _layer_or_head(f"alignment-{name}", value)
-                 for name, value in (("layer", args.alignment_layer),
-                                     ("head", args.alignment_head)) if value is not None}
+        which = _alignment_head_settings(args)
 
         def translate(texts):
             if not alignments:
@@ -443,9 +445,9 @@ def command_translate(args):
             for translation, row in zip(translations, links, strict=True):
                 if isinstance(translation, list):  # n-best: hypotheses and links by " | "
                     lines.append(" | ".join(translation) + "\t"
-                                 + " | ".join(_pharaoh(item) for item in row))
+                                 + " | ".join(to_pharaoh(item) for item in row))
                 else:
-                    lines.append(f"{translation}\t{_pharaoh(row)}")
+                    lines.append(f"{translation}\t{to_pharaoh(row)}")
             return lines
 
     # One output line per input line: a blank text translates to "" (the rule
@@ -527,15 +529,25 @@ def command_export(args):
         raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
     search = _search_kwargs(args, max_length=args.max_length,
                             max_source_length=args.max_source_length)
+    which = _alignment_head_settings(args)
+    if which and not args.alignments:
+        raise CLIError("--alignment-layer / --alignment-head choose the attention of "
+                       "--alignments; pass --alignments too")
     model = load_model(args.model_dir)
     try:
-        path = export_translator(model, args.export_dir, overwrite=args.overwrite, **search)
+        path = export_translator(model, args.export_dir, overwrite=args.overwrite,
+                                 alignments=args.alignments, **which, **search)
     except FileExistsError as error:
         raise CLIError(str(error)) from None
+    except ValueError as error:  # e.g. --alignments for a model without attention
+        raise CLIError(str(error)) from None
     config = SearchConfig(**search)
-    print(f"exported {path} (method={config.method}, num_beams={config.beams}); signatures: "
-          "serving_default (text -> translation, score), "
-          "translate_nbest (text -> translations, scores)")
+    signatures = ("serving_default (text -> translation, score), "
+                  "translate_nbest (text -> translations, scores)")
+    if args.alignments:
+        signatures += ", translate_alignments (text -> translation, score, alignment)"
+    print(f"exported {path} (method={config.method}, num_beams={config.beams}); "
+          f"signatures: {signatures}")
 
 
 def average_inputs(inputs, last=None):

@@ -256,3 +256,16 @@ def test_export_alignments_refuses_a_model_without_attention(tmp_path):
     with pytest.raises(ValueError, match="need a model with attention"):
         export_translator(model, tmp_path / "export", alignments=True)
     assert not (tmp_path / "export").exists()
+
+
+def test_pharaoh_text_round_trip_and_bad_links():
+    from kerasseq.alignment import from_pharaoh, to_pharaoh
+
+    links = [(0, 0), (3, 1), (12, 2), (3, 10)]
+    assert to_pharaoh(links) == "0-0 3-1 12-2 3-10"
+    assert from_pharaoh(to_pharaoh(links)) == links
+    assert to_pharaoh([]) == "" and from_pharaoh("  ") == []
+    assert to_pharaoh([(np.int64(2), np.int32(5))]) == "2-5"
+    for bad in ("0-0 1", "a-1", "1--2", "-1-2"):
+        with pytest.raises(ValueError, match="two non-negative integers joined by '-'"):
+            from_pharaoh(bad)

@@ -490,6 +490,32 @@ def test_translate_alignments(trained_dir, trained_model):
         bad.stderr
 
 
+def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_model, tmp_path):
+    """`kerasseq export --alignments`: the door the Python export had and the CLI lacked."""
+    import tensorflow as tf
+
+    from kerasseq.export import read_metadata
+
+    export_dir = str(tmp_path / "export")
+    result = kerasseq("export", trained_dir, export_dir, "--beam", "2", "--alignments",
+                      "--alignment-head", "mean")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "translate_alignments (text -> translation, score, alignment)" in result.stdout
+    served = tf.saved_model.load(export_dir).signatures["translate_alignments"](
+        text=tf.constant(WORDS))
+    translations, links = trained_model.translate(WORDS, num_beams=2, return_alignments=True)
+    assert [t.decode() for t in served["translation"].numpy()] == translations
+    assert [a.decode() for a in served["alignment"].numpy()] == [
+        " ".join(f"{i}-{j}" for i, j in row) for row in links]
+    metadata = read_metadata(export_dir)
+    assert metadata["signatures"]["translate_alignments"]["outputs"] == [
+        "translation", "score", "alignment"]
+    assert (metadata["alignment_layer"], metadata["alignment_head"]) == ("mean", "mean")
+    lone = kerasseq("export", trained_dir, str(tmp_path / "other"), "--alignment-head", "0")
+    assert lone.returncode == 2 and "pass --alignments too" in lone.stderr
+    assert not os.path.exists(tmp_path / "other")
+
+
 def test_translate_prints_translations_and_nothing_else(trained_dir):
     """Without TF_CPP_MIN_LOG_LEVEL the CLI silences TensorFlow's native start-up lines."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}

@@ -9,7 +9,6 @@ from keras import ops
 from kerasseq._validation import check_positive_int, check_rate
 from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
 
-
 # Held while an encoder's LSTMs have their cuDNN setting changed for one call.
 _CUDNN_SETTING_LOCK = threading.RLock()
 
