@@ -49,6 +49,8 @@ __all__ = [
 ]
 
 EXPORT_METHODS = ("greedy", "beam")
+# Source tokens an export keeps per text when no `max_source_length` is given.
+EXPORT_MAX_SOURCE_LENGTH = 256
 SERVING_SIGNATURE = "serving_default"
 NBEST_SIGNATURE = "translate_nbest"
 ALIGNMENTS_SIGNATURE = "translate_alignments"
@@ -115,9 +117,11 @@ def export_translator(
             in `[1, num_beams]`; default `num_beams` (1 for greedy).
         max_source_length: int >= 1, source tokens kept per text; longer
             sources are truncated to their first `max_source_length` tokens
-            (default: the source tokenizer's `max_length`, or 256, capped at
-            the model's `max_length` for models with a position table such
-            as the Transformer).
+            (the source tokenizer's `max_length` also applies, whichever is
+            smaller). Default `EXPORT_MAX_SOURCE_LENGTH` (256), or the
+            model's `max_length` for a model with a smaller position table
+            (the Transformer, which refuses a larger value). The value is in
+            the export's metadata.
         jit_compile: True, False or `"auto"` (default): XLA-compile the
             encoder and the search.
         alignments: bool, default False. Also export the signature
@@ -260,8 +264,10 @@ def make_translator(model, config=None, **settings):
     `SearchConfig` checks every setting (and the model its own limits,
     `check_search_config`); the export adds its rules: only greedy or beam
     search; `num_return` defaults to `num_beams` (the columns of
-    `translate_nbest`); `max_source_length` may not exceed a position table;
-    the model needs tokenizers.
+    `translate_nbest`); `max_source_length` defaults to
+    `EXPORT_MAX_SOURCE_LENGTH`, or the position table of a model with a
+    smaller one (a larger one is the model's error); the model needs
+    tokenizers.
 
     Raises:
         ValueError: naming the first bad argument.
@@ -286,16 +292,16 @@ def make_translator(model, config=None, **settings):
         )
     if method == "beam" and "num_return" not in settings and base.num_return == 1:
         settings["num_return"] = settings.get("num_beams", base.num_beams)  # every beam
+    if "max_source_length" not in settings and base.max_source_length is None:
+        # An export states its source limit in its config (and metadata): a served
+        # request never reads more, and a Transformer's never more than its
+        # position table. The Translator then cuts every path to it.
+        position_limit = getattr(model, "max_length", None)
+        settings["max_source_length"] = EXPORT_MAX_SOURCE_LENGTH
+        if isinstance(position_limit, numbers.Integral) and not isinstance(position_limit, bool):
+            settings["max_source_length"] = min(EXPORT_MAX_SOURCE_LENGTH, position_limit)
     config = SearchConfig.from_kwargs(config, **settings)  # the one validator
-    source_limit = config.max_source_length
-    position_limit = getattr(model, "max_length", None)  # a position table
-    if isinstance(position_limit, numbers.Integral) and source_limit is not None \
-            and source_limit > position_limit:
-        raise ValueError(
-            f"max_source_length must be <= the model's max_length={position_limit} "
-            f"(its position table). Received: max_source_length={source_limit}"
-        )
-    return Translator(model, config)
+    return Translator(model, config)  # and the model's own limits (check_search_config)
 
 
 # --------------------------------------------------------------------------

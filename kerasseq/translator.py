@@ -49,7 +49,10 @@ from kerasseq.decoding.contract import encode_for_search
 from kerasseq.decoding.greedy import greedy_loop
 from kerasseq.decoding.sampling import sample_loop
 
-DEFAULT_MAX_SOURCE_LENGTH = 256
+# Source-length buckets laid out for a graph whose source length is known only
+# at run time (an export without `max_source_length`): longer sources are
+# padded to their own length.
+GRAPH_BUCKET_LIMIT = 1024
 # Row buckets of `batch_buckets="pow2"`.
 POW2_BUCKETS = tuple(1 << power for power in range(31))
 
@@ -343,8 +346,17 @@ class Translator:
         return self._python.end_id
 
     @property
-    def max_source_length(self):
-        """Source tokens kept per text, or `None` for all of them."""
+    def source_limit(self):
+        """Source tokens kept per text, or `None` for all of them: the one rule,
+        read by the eager path (`translate`, `generate`) and the graph path (an
+        export) alike.
+
+        The smaller of `config.max_source_length` and the source tokenizer's
+        `max_length`. Past it nothing is cut: a Transformer refuses a source
+        longer than its position table (`_trim_source_ids`), eagerly and in a
+        graph. `export_translator` states its own default
+        (`kerasseq.export.EXPORT_MAX_SOURCE_LENGTH`) in the config it exports.
+        """
         config_limit = self.config.max_source_length
         tokenizer_limit = getattr(self._python.source_tokenizer, "max_length", None)
         limits = [limit for limit in (config_limit, tokenizer_limit) if limit]
@@ -439,8 +451,8 @@ class Translator:
     # ------------------------------------------------------------ ids, eager
     def _prepare_ids(self, array):
         """Valid ids (checked by `generate`, or from the tokenizer) → int32 ids
-        cut to `max_source_length` and to what the model reads."""
-        limit = self.max_source_length
+        cut to `source_limit` and to what the model reads."""
+        limit = self.source_limit
         if limit is not None:
             array = array[:, :limit]
         trim = contract.optional(self.model, "_trim_source_ids")
@@ -468,7 +480,10 @@ class Translator:
         only at run time.
         """
         rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
-        up_to = source_ids.shape[1] if source_ids.shape[1] is not None else self.source_limit
+        up_to = source_ids.shape[1]
+        if up_to is None:  # a graph: lay out buckets up to the longest source it keeps
+            up_to = self.source_limit or contract.optional(self.model, "max_length")
+            up_to = up_to if _is_int(up_to) else GRAPH_BUCKET_LIMIT
         edges = source_bucket_edges(self._python.length_multiple, self.config.source_buckets,
                                     up_to=max(up_to, 1))
         columns = smallest_edge(edges, tf.maximum(length, 1))
@@ -656,7 +671,7 @@ class Translator:
 
         Bad input never fails: blank texts (or texts without tokens) give `""`
         and score 0.0, unknown tokens become `[UNK]`, sources are cut to
-        `max_source_length` (default 256 tokens), invalid UTF-8 is replaced by
+        `source_limit` (an export's default: 256 tokens), invalid UTF-8 is replaced by
         U+FFFD, an empty batch gives empty outputs. Rows are padded to a power
         of two and columns to a multiple of 8 before the compiled search, so
         XLA compiles a bounded set of shapes.
@@ -716,6 +731,9 @@ class Translator:
         has_tokens = tf.logical_and(tf.logical_not(blank), source_ids.row_lengths() > 0)
         rows = tf.cast(tf.where(has_tokens)[:, 0], tf.int32)  # (kept,)
         kept_ids = tf.gather(source_ids, rows).to_tensor(default_value=PAD_ID)  # (kept, length)
+        trim = contract.optional(self.model, "_trim_source_ids")
+        if callable(trim):  # what the model reads, checked as on the eager path
+            kept_ids = trim(kept_ids)
 
         def search():
             token_ids, scores = self._search_bucketed(kept_ids, self._next_seed_graph())[:2]
@@ -736,16 +754,6 @@ class Translator:
                                    tf.stack([batch_size, tf.shape(kept_ids)[1]]))
         # (batch_size, source_length), blank rows all 0
         return token_ids, scores, source_ids
-
-    @property
-    def source_limit(self):
-        """Source tokens kept in the graph path (exports): `max_source_length`,
-        else 256, never past a position table (the Transformer's `max_length`)."""
-        limit = self.max_source_length or DEFAULT_MAX_SOURCE_LENGTH
-        position_limit = contract.optional(self.model, "max_length")
-        if _is_int(position_limit):
-            limit = min(limit, position_limit)
-        return limit
 
     def _next_seed_graph(self):
         if self.config.method != "sample":

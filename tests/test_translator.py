@@ -256,6 +256,45 @@ def test_transformer_through_the_translator():
         model.translate(words, max_length=13)
 
 
+def test_one_source_limit_for_the_eager_and_the_graph_path(g2p):
+    """`Translator.source_limit` is read by `translate` (eager) and by
+    `translate_tensor` (the graph an export serves): the same cut in both."""
+    model, words = g2p
+    long_words = [word * 6 for word in words[:3]]  # 18+ characters
+    translator = Translator(model, method="greedy", max_source_length=5, jit_compile=False)
+    assert translator.source_limit == 5
+    eager = translator.translate(long_words)
+    graph = tf.function(lambda text: translator.translate_tensor(text)[0])(
+        tf.constant(long_words))
+    assert [t.decode() for t in graph.numpy()[:, 0]] == eager
+    assert eager == Translator(model, method="greedy").translate([w[:5] for w in long_words])
+    # no limit: every token in both paths (an RNN reads any length)
+    free = Translator(model, method="greedy", jit_compile=False)
+    assert free.source_limit is None
+    graph = tf.function(lambda text: free.translate_tensor(text)[0])(tf.constant(long_words))
+    assert [t.decode() for t in graph.numpy()[:, 0]] == free.translate(long_words)
+
+
+def test_transformer_position_table_is_one_rule_in_both_paths():
+    model = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
+                           dff=32, max_length=12)
+    with pytest.raises(SearchConfigError, match="max_source_length must be <= the model's "
+                                                "max_length=12") as caught:
+        model.translate(["adopt"], max_source_length=13)
+    assert caught.value.field == "max_source_length"
+    translator = Translator(model, method="greedy", jit_compile=False)
+    too_long = ["abcdefghijklmnop"]  # 16 characters > the 12 positions
+    with pytest.raises(ValueError, match="more than max_length=12 tokens"):
+        translator.translate(too_long)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_length=12 tokens"):
+        tf.function(lambda text: translator.translate_tensor(text)[0])(tf.constant(too_long))
+    # with a limit, both paths cut to it
+    cut = Translator(model, method="greedy", jit_compile=False, max_source_length=12)
+    graph = tf.function(lambda text: cut.translate_tensor(text)[0])(tf.constant(too_long))
+    assert [t.decode() for t in graph.numpy()[:, 0]] == cut.translate(too_long) == \
+        translator.translate([too_long[0][:12]])
+
+
 # ------------------------------------------------------------- contract
 class TableDecodable:
     """A non-Keras object that meets the contract: the sheep/ship Markov table."""

@@ -394,17 +394,27 @@ class TransformerSeq2Seq(Seq2SeqModel):
         return ops.cast(logits, "float32"), new_state
 
     def check_search_config(self, config):
-        """The Transformer's length limit on searches.
+        """The Transformer's length limits on searches: its position table.
 
         Raises:
-            ValueError: `max_length` (target tokens) exceeds the model's
-                `max_length` (its self-attention cache and position table).
+            SearchConfigError: (a `ValueError`) `max_length` (target tokens)
+                or `max_source_length` exceeds the model's `max_length` (its
+                self-attention cache and position tables); `.field` names it.
         """
+        from kerasseq.decoding.config import SearchConfigError
+
         if config.max_length is not None and config.max_length > self.max_length:
-            raise ValueError(
+            raise SearchConfigError(
+                "max_length",
                 "The Transformer's self-attention cache and position table hold "
                 f"max_length={self.max_length} target positions. Received: "
                 f"max_length={config.max_length}"
+            )
+        if config.max_source_length is not None and config.max_source_length > self.max_length:
+            raise SearchConfigError(
+                "max_source_length",
+                f"max_source_length must be <= the model's max_length={self.max_length} "
+                f"(its position table). Received: max_source_length={config.max_source_length}"
             )
 
     def _trim_source_ids(self, source_ids):
