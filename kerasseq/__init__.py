@@ -24,7 +24,8 @@ from kerasseq import (
     training,
 )
 from kerasseq.decoding.config import SearchConfigError
-from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq, translate
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+from kerasseq.translation import translate
 from kerasseq.translator import SearchConfig, Translator
 
 __version__ = "0.1.0"

@@ -12,7 +12,6 @@ from kerasseq.models.transformer_seq2seq import (
     TransformerSeq2Seq,
     build_transformer_seq2seq,
 )
-from kerasseq.models.translation import translate
 
 __all__ = [
     "Ensemble",
@@ -21,5 +20,4 @@ __all__ = [
     "TransformerSeq2Seq",
     "build_rnn_seq2seq",
     "build_transformer_seq2seq",
-    "translate",
 ]

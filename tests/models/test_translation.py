@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import kerasseq
+from kerasseq import translate
 from kerasseq.data import make_dataset
-from kerasseq.models import translate
 from tests.models.g2p_fixture import trained_tiny_g2p_rnn
 
 
