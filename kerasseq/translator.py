@@ -545,7 +545,7 @@ class Translator:
                 "target_tokenizer; for token ids use generate(source_ids)."
             )
 
-    def translate(self, texts, return_scores=False, verbose=0, return_alignments=False,
+    def translate(self, texts, *, return_scores=False, verbose=0, return_alignments=False,
                   alignment_layer=None, alignment_head=None):
         """Translate strings end to end.
 
@@ -690,12 +690,14 @@ class Translator:
         # (batch_size * num_return,)
         return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
 
-    def align_tensor(self, text, layer=None, head=None):
+    def align_tensor(self, text, alignment_layer=None, alignment_head=None):
         """Graph-mode translation with word alignments (the `translate_alignments` export).
 
         Args:
             text: `tf.string` `(batch_size,)`.
-            layer, head: the attention that aligns (`kerasseq.alignment`).
+            alignment_layer, alignment_head: the attention that aligns, as in
+                `translate` (`None`: the model's, see
+                `kerasseq.alignment.default_alignment_head`).
 
         Returns:
             `(translations, scores, alignments)`: `tf.string`, float32 and
@@ -707,8 +709,8 @@ class Translator:
         alignment.check_alignable(self.model)
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)
-        links = alignment.alignment_strings(self.model, source_ids, best, layer, head,
-                                            start_id=self._python.start_id)
+        links = alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
+                                            alignment_head, start_id=self._python.start_id)
         return self._python.target_tokenizer.detokenize(best), scores[:, 0], links
 
     def _translate_tensor_ids(self, text, num_return=None):
