@@ -18,7 +18,7 @@ from `SearchConfig.jit_compile`; because every batch is padded to a bucket,
 the number of compiled shapes stays small (about log2(batch_size) row buckets
 times the source-length buckets that occur).
 
-One of each (DESIGN §3): the translator is the only place that pads to
+One of each (docs/design.md): the translator is the only place that pads to
 buckets (`Translator._pad_to_bucket`, TensorFlow ops run eagerly here and
 traced inside the exported function), compiles (`_compiled`, one function
 per bucket shape) and counts traces (`trace_count`). The decoders it runs

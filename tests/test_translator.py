@@ -329,7 +329,7 @@ def test_any_decodable_is_searched_like_a_model():
 
 
 def test_models_do_not_import_the_search():
-    """DESIGN §3: models implement the contract; the translator owns the search."""
+    """docs/design.md: models implement the contract; the translator owns the search."""
     for path in sorted((REPO / "kerasseq" / "models").glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -5,7 +5,7 @@ contract `step_fn(token_ids, state, step) -> (logits, new_state)` (described,
 with the arguments the decoders share, in the docstring of
 `kerasseq.decoding`).
 
-The decoders keep no compiled functions (DESIGN §3): called inside a
+The decoders keep no compiled functions (docs/design.md): called inside a
 `tf.function` (the `Translator`'s, an export's, or the caller's own), the
 loop becomes part of that graph; called eagerly, it runs as a `tf.function`
 traced for that call (see `run_loop`). Batch buckets, the compile cache and

@@ -1,6 +1,6 @@
 """`SearchConfig`: every setting of a search, checked in one place.
 
-The one validator of search settings (DESIGN §3). `kerasseq.Translator`
+The one validator of search settings (docs/design.md). `kerasseq.Translator`
 takes a `SearchConfig`; the decoders of `kerasseq.decoding` (`greedy`,
 `beam_search`, `sample`), called directly, check their search limits by
 building one, and `kerasseq.export` builds one too: every message about a

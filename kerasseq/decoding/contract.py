@@ -1,6 +1,6 @@
 """The decoding contract every searchable model meets, as a `typing.Protocol`.
 
-DESIGN §3: a model (or an ensemble of models) is searchable when it has
+docs/design.md: a model (or an ensemble of models) is searchable when it has
 
 * `encode(source_ids) -> state`: `source_ids` int `(batch_size,
   source_length)`, 0 = padding; `state` a flat dict of tensors, batch axis

@@ -238,7 +238,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         super().build(query_shape, value_shape, key_shape)
         # Padding reaches the attention through `attention_mask`; a Keras mask
         # riding on the inputs is passed through instead of warned about.
-        for projection in (self._query_dense, self._key_dense, self._value_dense):
+        for projection in (self.query_dense, self.key_dense, self.value_dense):
             projection.supports_masking = True
 
     # ------------------------------------------------------------------ scores
@@ -297,19 +297,19 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             use_causal_mask=use_causal_mask,
         )  # (batch_size or 1, target_length, source_length) or None
         output, attention_scores = self._attend(
-            query, self._key_dense(key), self._value_dense(value), attention_mask, training
+            query, self.key_dense(key), self.value_dense(value), attention_mask, training
         )
         return (output, attention_scores) if return_attention_scores else output
 
     def _attend(self, query, key_heads, value_heads, attention_mask, training):
         """Projected keys/values `(batch_size, source_length, num_heads, key_dim)` → output."""
         context, attention_scores = self._compute_attention(
-            self._query_dense(query), key_heads, value_heads, attention_mask, training
+            self.query_dense(query), key_heads, value_heads, attention_mask, training
         )
         # context (batch_size, target_length, num_heads, value_dim)
         if self._use_gate:
             context = ops.multiply(context, self._gate_dense(query))
-        return self._output_dense(context), attention_scores
+        return self.output_dense(context), attention_scores
 
     # ------------------------------------------------------------------- cache
     def build_cache(self, value, key=None):
@@ -326,7 +326,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             step_index=None)`.
         """
         key = value if key is None else key
-        return self._key_dense(key), self._value_dense(value)
+        return self.key_dense(key), self.value_dense(value)
 
     def call_step(
         self, query, step_index, cache, *, value=None, key=None, attention_mask=None,

@@ -2,7 +2,7 @@
 
 A kerasseq model is a functional `keras.Model` `(source_ids, target_in_ids) →
 logits` trained with teacher forcing. Besides that training graph it exposes
-the inference contract of DESIGN §3, built from the same layers and weights:
+the inference contract of docs/design.md, built from the same layers and weights:
 
 * `encode(source_ids) -> state`: a flat dict of tensors, batch axis first;
 * `decode_step(token_ids, state, step) -> (logits, state)`: one position.

@@ -143,7 +143,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     (`target_in_ids != 0`) and, in cross-attention, the source padding mask
     (`source_ids != 0`).
 
-    Decoding contract (DESIGN §3). `encode(source_ids)` runs the encoder once
+    Decoding contract (docs/design.md). `encode(source_ids)` runs the encoder once
     and returns the flat state dict
 
     - `layer_{i}_cross_key`, `layer_{i}_cross_value`: every decoder block's
