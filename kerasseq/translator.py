@@ -596,11 +596,11 @@ class Translator:
         lengths = source.row_lengths().numpy() if texts else np.zeros([0], np.int64)
         blank = np.array([is_blank(text) for text in texts], bool) | (lengths == 0)
         # One rule for blank texts everywhere (API, CLI, exports): "" with score 0.0.
-        empty = [""] * self.config.returns if self.config.returns > 1 else ""
-        empty_score = [0.0] * self.config.returns if self.config.returns > 1 else 0.0
+        empty = [""] * self.config.num_return if self.config.num_return > 1 else ""
+        empty_score = [0.0] * self.config.num_return if self.config.num_return > 1 else 0.0
         translations = [empty if is_empty else None for is_empty in blank]
         scores = [empty_score if is_empty else None for is_empty in blank]
-        empty_links = [[] for _ in range(self.config.returns)] if self.config.returns > 1 else []
+        empty_links = [[] for _ in range(self.config.num_return)] if self.config.num_return > 1 else []
         links = [empty_links if is_empty else None for is_empty in blank]
         order = [row for row in np.argsort(lengths, kind="stable") if not blank[row]]
         progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
@@ -614,12 +614,12 @@ class Translator:
             for row, text, score in zip(rows, self._detokenize(token_ids), batch_scores, strict=True):
                 translations[row] = text
                 # a score mirrors its translation: a float, or a list for n-best lists
-                scores[row] = score.tolist() if self.config.returns > 1 else float(score[0])
+                scores[row] = score.tolist() if self.config.num_return > 1 else float(score[0])
             if return_alignments:
                 batch_links = self._align(prepared, token_ids, batch_lengths,
                                           alignment_layer, alignment_head)
                 for row, row_links in zip(rows, batch_links, strict=True):
-                    links[row] = row_links if self.config.returns > 1 else row_links[0]
+                    links[row] = row_links if self.config.num_return > 1 else row_links[0]
             if progress is not None:
                 progress.add(len(rows))
         if single:
@@ -639,11 +639,11 @@ class Translator:
             lengths: int32 `(rows, num_return)`, tokens before the end token.
 
         Returns:
-            A list (rows) of lists (the `config.returns` hypotheses) of links.
+            A list (rows) of lists (the `config.num_return` hypotheses) of links.
         """
         from kerasseq import alignment
 
-        returns = self.config.returns
+        returns = self.config.num_return
         sources, targets = [], []
         for row in range(token_ids.shape[0]):
             source = source_ids[row][source_ids[row] != PAD_ID]
@@ -663,7 +663,7 @@ class Translator:
         rows, num_return, length = token_ids.shape
         flat = self._python.target_tokenizer.decode_to_strings(token_ids.reshape(-1, length))
         nbest = [flat[i * num_return:(i + 1) * num_return] for i in range(rows)]
-        return [items[0] for items in nbest] if self.config.returns == 1 else nbest
+        return [items[0] for items in nbest] if self.config.num_return == 1 else nbest
 
     # --------------------------------------------------------- text, graph
     def translate_tensor(self, text, num_return=None):
@@ -678,7 +678,7 @@ class Translator:
 
         Args:
             text: `tf.string` `(batch_size,)`.
-            num_return: int <= `config.returns` (default: `config.returns`).
+            num_return: int <= `config.num_return` (default: `config.num_return`).
 
         Returns:
             `(translations, scores)`: `tf.string` and float32
@@ -722,7 +722,7 @@ class Translator:
             `(batch_size, source_length)` (all 0 for blank texts).
         """
         self._check_text_model()
-        returns = self.config.returns
+        returns = self.config.num_return
         num_return = returns if num_return is None else num_return
         max_length = self.max_length
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")

@@ -546,7 +546,7 @@ def command_export(args):
                   "translate_nbest (text -> translations, scores)")
     if args.alignments:
         signatures += ", translate_alignments (text -> translation, score, alignment)"
-    print(f"exported {path} (method={config.method}, num_beams={config.beams}); "
+    print(f"exported {path} (method={config.method}, num_beams={config.effective_num_beams}); "
           f"signatures: {signatures}")
 
 

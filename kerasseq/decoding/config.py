@@ -229,12 +229,8 @@ class SearchConfig:
         return SearchConfig.from_kwargs(self, **kwargs)
 
     @property
-    def beams(self):
-        """Hypotheses the search keeps per text: `num_beams` for beam, else 1."""
+    def effective_num_beams(self):
+        """Hypotheses the search keeps per text: `num_beams` for beam search, 1
+        for greedy search and sampling (whose `num_beams` field is unused)."""
         return self.num_beams if self.method == "beam" else 1
-
-    @property
-    def returns(self):
-        """Hypotheses returned per text: `num_return` (1 unless beam search)."""
-        return self.num_return
 
