@@ -353,7 +353,7 @@ class Translator:
 
         The smaller of `config.max_source_length` and the source tokenizer's
         `max_length`. Past it nothing is cut: a Transformer refuses a source
-        longer than its position table (`_trim_source_ids`), eagerly and in a
+        longer than its position table (`trim_source_ids`), eagerly and in a
         graph. `export_translator` states its own default
         (`kerasseq.export.EXPORT_MAX_SOURCE_LENGTH`) in the config it exports.
         """
@@ -455,7 +455,7 @@ class Translator:
         limit = self.source_limit
         if limit is not None:
             array = array[:, :limit]
-        trim = contract.optional(self.model, "_trim_source_ids")
+        trim = contract.optional(self.model, "trim_source_ids")
         if callable(trim):
             array = np.asarray(trim(array))
         return array.astype(np.int32)
@@ -733,7 +733,7 @@ class Translator:
         has_tokens = tf.logical_and(tf.logical_not(blank), source_ids.row_lengths() > 0)
         rows = tf.cast(tf.where(has_tokens)[:, 0], tf.int32)  # (kept,)
         kept_ids = tf.gather(source_ids, rows).to_tensor(default_value=PAD_ID)  # (kept, length)
-        trim = contract.optional(self.model, "_trim_source_ids")
+        trim = contract.optional(self.model, "trim_source_ids")
         if callable(trim):  # what the model reads, checked as on the eager path
             kept_ids = trim(kept_ids)
 

@@ -49,7 +49,7 @@ OPTIONAL_ATTRIBUTES = {
     "source_length_multiple": "source columns are padded to multiples of it (default 8)",
     "check_search_config": "check_search_config(config): model-specific checks",
     "shared_state_keys": "state tensors beam search keeps one copy of per source",
-    "_trim_source_ids": "_trim_source_ids(ids) -> ids: cut sources to what the model reads",
+    "trim_source_ids": "trim_source_ids(ids) -> ids: cut sources to what the model reads",
     "translator_cache": "a dict in which get_translator keeps the model's translators",
 }
 
@@ -100,7 +100,7 @@ class Seq2SeqDecodable(Protocol):
     `SearchConfig`), `shared_state_keys` (state tensors that are the same
     for every hypothesis of a source and that `decode_step` accepts untiled,
     with one row per source: beam search then keeps one copy of them, see
-    `beam_search(shared_state=...)`), `_trim_source_ids(source_ids)` (cuts
+    `beam_search(shared_state=...)`), `trim_source_ids(source_ids)` (cuts
     concrete source ids to what the model can read, or raises; the
     Transformer's position table) and `translator_cache` (a dict in which
     `kerasseq.translator.get_translator` keeps the model's translators, one

@@ -319,7 +319,7 @@ class Seq2SeqModel(keras.Model):
     def end_id(self):
         return self.target_tokenizer.end_id if self.target_tokenizer is not None else 3
 
-    def _trim_source_ids(self, source_ids):
+    def trim_source_ids(self, source_ids):
         """Hook for models with a maximum source length (identity here).
 
         Part of the decoding contract

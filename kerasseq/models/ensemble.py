@@ -169,10 +169,10 @@ class Ensemble(Seq2SeqModel):
             if callable(check):
                 check(config)
 
-    def _trim_source_ids(self, source_ids):
+    def trim_source_ids(self, source_ids):
         """Every member's source trimming in turn (the shortest position table wins)."""
         for member in self.members:
-            trim = getattr(member, "_trim_source_ids", None)
+            trim = getattr(member, "trim_source_ids", None)
             if callable(trim):
                 source_ids = trim(source_ids)
         return source_ids
@@ -180,7 +180,7 @@ class Ensemble(Seq2SeqModel):
     # ------------------------------------------------------------ contract
     def encode(self, source_ids, max_length=None):
         """Every member's state, prefixed; `max_length` reaches the members that take it."""
-        source_ids = self._trim_source_ids(ops.cast(source_ids, "int32"))
+        source_ids = self.trim_source_ids(ops.cast(source_ids, "int32"))
         # (batch_size, source_length): the same columns for every member
         state = {SOURCE_MASK: ops.not_equal(source_ids, 0)}  # (batch_size, source_length)
         attention = []

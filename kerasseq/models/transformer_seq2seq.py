@@ -417,7 +417,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 f"(its position table). Received: max_source_length={config.max_source_length}"
             )
 
-    def _trim_source_ids(self, source_ids):
+    def trim_source_ids(self, source_ids):
         return self._drop_padding_beyond_max_length(source_ids)
 
     def _drop_padding_beyond_max_length(self, source_ids):
