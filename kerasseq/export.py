@@ -346,7 +346,11 @@ def _write_metadata(directory, model, translator, alignment=None):
 
 
 def read_metadata(path):
-    """The settings an export was written with, or `None` if not recorded.
+    """The settings an export was written with, or `None` if it is no kerasseq export.
+
+    The one reader of the export format (`kerasseq translate` asks it): a
+    file that is missing, unreadable, not JSON or without the
+    `"kerasseq-translator"` format gives `None`.
 
     Args:
         path: a SavedModel directory written by `export_translator`.
@@ -354,14 +358,19 @@ def read_metadata(path):
     Returns:
         A dict with the search settings (`method`, `num_beams`,
         `num_return`, `length_penalty`, `max_length`, `max_source_length`,
-        `jit_compile`) and `signatures`,
-        `model_class`), or `None`.
+        `jit_compile`), `signatures` (name → inputs and outputs; with
+        `translate_alignments`, also `alignment_layer` / `alignment_head`)
+        and `model_class`; or `None`.
     """
     target = os.path.join(path, METADATA_PATH)
-    if not os.path.isfile(target):
+    try:
+        with open(target) as handle:
+            metadata = json.load(handle)
+    except (OSError, ValueError):
         return None
-    with open(target) as handle:
-        return json.load(handle)
+    if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
+        return None
+    return metadata
 
 
 def _is_saved_model_dir(path):

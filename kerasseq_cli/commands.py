@@ -331,7 +331,13 @@ def load_saved_model_translator(path, args):
     """
     import tensorflow as tf
 
-    from kerasseq.export import METADATA_PATH, NBEST_SIGNATURE, SERVING_SIGNATURE
+    from kerasseq.alignment import from_pharaoh
+    from kerasseq.export import (
+        ALIGNMENTS_SIGNATURE,
+        METADATA_PATH,
+        NBEST_SIGNATURE,
+        SERVING_SIGNATURE,
+    )
 
     _search_kwargs(args)  # checked as for a .keras model, before comparing with the export
     metadata = _read_export_metadata(path)
@@ -349,6 +355,33 @@ def load_saved_model_translator(path, args):
     except Exception as error:  # noqa: BLE001  (reported as one line)
         raise CLIError(f"{path!r} is not a loadable SavedModel: {first_line(error)}") from None
     nbest = args.nbest if args.nbest and args.nbest > 1 else None
+    alignments = getattr(args, "alignments", False)
+    if alignments:
+        if nbest:
+            raise CLIError("--alignments with a SavedModel gives the best translation's "
+                           "links only; drop --nbest")
+        if ALIGNMENTS_SIGNATURE not in metadata.get("signatures", {}):
+            raise CLIError(f"{path!r} has no {ALIGNMENTS_SIGNATURE} signature; re-export with "
+                           "`kerasseq export MODEL_DIR EXPORT_DIR --alignments`")
+        if args.alignment_layer is not None or args.alignment_head is not None:
+            raise CLIError(f"{path!r} aligns with the attention chosen at export time "
+                           f"(layer {metadata.get('alignment_layer')}, head "
+                           f"{metadata.get('alignment_head')}); re-export to choose another")
+        signature = _text_signature(translator, ALIGNMENTS_SIGNATURE, "alignment", path,
+                                    METADATA_PATH)
+
+        def translate_with_links(texts):
+            outputs = signature(text=tf.constant(texts, tf.string))
+            return [f"{text.decode('utf-8')}\t{to_text(links)}" for text, links in
+                    zip(outputs["translation"].numpy(), outputs["alignment"].numpy(),
+                        strict=True)]
+
+        def to_text(links):  # the served Pharaoh text, checked as links
+            text = links.decode("utf-8")
+            from_pharaoh(text)
+            return text
+
+        return translate_with_links
     name, output = (NBEST_SIGNATURE, "translations") if nbest else (SERVING_SIGNATURE, "translation")
     signature = _text_signature(translator, name, output, path, METADATA_PATH)
 
@@ -387,15 +420,10 @@ def _read_export_metadata(path):
         CLIError: the SavedModel was not written by `kerasseq export` (no
             metadata file, or one without the `kerasseq-translator` format).
     """
-    from kerasseq.export import METADATA_FORMAT, METADATA_PATH
+    from kerasseq.export import METADATA_FORMAT, METADATA_PATH, read_metadata
 
-    metadata_file = os.path.join(path, METADATA_PATH)
-    try:
-        with open(metadata_file) as handle:
-            metadata = json.load(handle)
-    except (OSError, ValueError):
-        metadata = None
-    if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
+    metadata = read_metadata(path)  # the export format is read in kerasseq.export only
+    if metadata is None:
         raise CLIError(f"{path!r} is a SavedModel but not a kerasseq translator (no "
                        f"{METADATA_PATH} with format {METADATA_FORMAT!r}); export one with "
                        "`kerasseq export MODEL_DIR EXPORT_DIR`")
@@ -423,10 +451,7 @@ def command_translate(args):
     from kerasseq.alignment import to_pharaoh
 
     alignments = args.alignments
-    if is_saved_model(args.model_dir):
-        if alignments:
-            raise CLIError("--alignments needs a .keras model (its attention); a SavedModel "
-                           "export serves translations and scores only")
+    if is_saved_model(args.model_dir):  # --alignments: its translate_alignments signature
         translate = load_saved_model_translator(args.model_dir, args)
     else:
         search = _search_kwargs(args)

@@ -511,6 +511,18 @@ def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_mo
     assert metadata["signatures"]["translate_alignments"]["outputs"] == [
         "translation", "score", "alignment"]
     assert (metadata["alignment_layer"], metadata["alignment_head"]) == ("mean", "mean")
+    # kerasseq translate reads the links from the export's signature
+    served_cli, plain_export = kerasseq_all(
+        ("translate", export_dir, *WORDS, "--alignments"),
+        ("export", trained_dir, str(tmp_path / "plain"), "--beam", "2"))
+    assert served_cli.returncode == 0, served_cli.stderr[-2000:]
+    direct = kerasseq("translate", trained_dir, *WORDS, "--beam", "2", "--alignments",
+                      "--alignment-head", "mean")
+    assert served_cli.stdout == direct.stdout
+    assert plain_export.returncode == 0, plain_export.stderr[-2000:]
+    missing = kerasseq("translate", str(tmp_path / "plain"), "cat", "--alignments")
+    assert missing.returncode == 2 and "re-export with" in missing.stderr
+    assert "--alignments" in missing.stderr
     lone = kerasseq("export", trained_dir, str(tmp_path / "other"), "--alignment-head", "0")
     assert lone.returncode == 2 and "pass --alignments too" in lone.stderr
     assert not os.path.exists(tmp_path / "other")
