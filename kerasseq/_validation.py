@@ -24,6 +24,9 @@ class ArgumentError(ValueError):
         super().__init__(message)
         self.field = field
 
+    def __reduce__(self):  # pickle / copy: the two constructor arguments
+        return type(self), (self.field, str(self))
+
 
 def check_int(name, value, minimum=1, maximum=None, maximum_name=None):
     """`value` as a Python int, if it is an integer (not a bool) in range.

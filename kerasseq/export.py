@@ -199,7 +199,9 @@ class ServingModule(tf.Module):
     Two `tf.function`s with the input signature `text: tf.string (None,)`:
     `translate` → `{"translation", "score"}` (the best hypothesis) and
     `translate_nbest` → `{"translations", "scores"}` (`num_return` columns),
-    both running `Translator.translate_tensor`. It tracks exactly what they
+    both running `Translator.translate_tensor`, and a third after
+    `add_alignments` (`translate_alignments`). Give it a translator from
+    `make_translator`, which sets the source limit a served request needs. It tracks exactly what they
     capture: the model's variables and the tokenizers' lookup tables (an
     untracked table makes `tf.saved_model.save` fail, or the vocabulary comes
     back empty). The translator, the Keras model and the tokenizer objects

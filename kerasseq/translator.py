@@ -669,10 +669,13 @@ class Translator:
     def translate_tensor(self, text, num_return=None):
         """Graph-mode translation of a `tf.string` batch (what exports serve).
 
-        Bad input never fails: blank texts (or texts without tokens) give `""`
-        and score 0.0, unknown tokens become `[UNK]`, sources are cut to
-        `source_limit` (an export's default: 256 tokens), invalid UTF-8 is replaced by
-        U+FFFD, an empty batch gives empty outputs. Rows are padded to a power
+        Blank texts (or texts without tokens) give `""` and score 0.0,
+        unknown tokens become `[UNK]`, sources are cut to `source_limit`,
+        invalid UTF-8 is replaced by U+FFFD, an empty batch gives empty
+        outputs. A translator without a `source_limit` keeps every token, as
+        the eager path does: a Transformer then fails the call on a source
+        longer than its position table, so a served translator needs one
+        (`kerasseq.export.make_translator` always sets it). Rows are padded to a power
         of two and columns to a multiple of 8 before the compiled search, so
         XLA compiles a bounded set of shapes.
 

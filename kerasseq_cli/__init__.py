@@ -251,7 +251,8 @@ def make_parser():
     _add_alignment_arguments(
         translate_parser,
         "also print each translation's word alignment from the attention, as "
-        "'source-target' word indices (i-j), after a tab (.keras models with attention)")
+        "'source-target' word indices (i-j), after a tab (.keras models with attention, "
+        "or an export made with --alignments)")
     translate_parser.set_defaults(handler="command_translate")
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")

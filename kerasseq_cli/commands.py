@@ -305,7 +305,8 @@ def _search_kwargs(args, **fields):
     try:
         SearchConfig(**search)
     except ValueError as error:
-        if getattr(error, "field", None) == "num_return" and search.get("method") == "greedy":
+        if (getattr(error, "field", None) == "num_return" and search.get("method") == "greedy"
+                and search["num_return"] > 1):
             raise CLIError(f"--nbest {search['num_return']} needs --beam N with "
                            f"N >= {search['num_return']} (--beam 1 is greedy search)") from None
         raise _flag_error(error, _SEARCH_FLAGS) from None
@@ -360,7 +361,8 @@ def load_saved_model_translator(path, args):
         if nbest:
             raise CLIError("--alignments with a SavedModel gives the best translation's "
                            "links only; drop --nbest")
-        if ALIGNMENTS_SIGNATURE not in metadata.get("signatures", {}):
+        if ALIGNMENTS_SIGNATURE not in metadata.get("signatures", {}) and \
+                ALIGNMENTS_SIGNATURE not in translator.signatures:
             raise CLIError(f"{path!r} has no {ALIGNMENTS_SIGNATURE} signature; re-export with "
                            "`kerasseq export MODEL_DIR EXPORT_DIR --alignments`")
         if args.alignment_layer is not None or args.alignment_head is not None:
@@ -378,7 +380,10 @@ def load_saved_model_translator(path, args):
 
         def to_text(links):  # the served Pharaoh text, checked as links
             text = links.decode("utf-8")
-            from_pharaoh(text)
+            try:
+                from_pharaoh(text)
+            except ValueError as error:
+                raise CLIError(f"{path!r}: {error}") from None
             return text
 
         return translate_with_links
@@ -564,8 +569,8 @@ def command_export(args):
                                  alignments=args.alignments, **which, **search)
     except FileExistsError as error:
         raise CLIError(str(error)) from None
-    except ValueError as error:  # e.g. --alignments for a model without attention
-        raise CLIError(str(error)) from None
+    except ValueError as error:  # a model's own search limit, --alignments without attention
+        raise _flag_error(error, _SEARCH_FLAGS) from None
     config = SearchConfig(**search)
     signatures = ("serving_default (text -> translation, score), "
                   "translate_nbest (text -> translations, scores)")

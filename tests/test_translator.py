@@ -70,7 +70,7 @@ def test_num_return_is_refused_by_every_door_outside_beam_search(g2p):
     for call in (lambda: model.translate(words[:2], method="greedy", num_return=2),
                  lambda: kerasseq.translate(model, words[:2], method="sample", num_return=2),
                  lambda: model.generate(np.array([[5, 6, 0]]), num_return=2),  # greedy default
-                 lambda: Translator(model, SearchConfig(num_return=2).replace(method="greedy"))):
+                 lambda: Translator(model, method="greedy", num_return=2)):
         with pytest.raises(SearchConfigError, match="num_return > 1 needs method='beam'"):
             call()
 
@@ -268,11 +268,16 @@ def test_one_source_limit_for_the_eager_and_the_graph_path(g2p):
         tf.constant(long_words))
     assert [t.decode() for t in graph.numpy()[:, 0]] == eager
     assert eager == Translator(model, method="greedy").translate([w[:5] for w in long_words])
-    # no limit: every token in both paths (an RNN reads any length)
+    # no limit: every token in both paths (an RNN reads any length; the graph
+    # path used to cut at 256 tokens)
     free = Translator(model, method="greedy", jit_compile=False)
     assert free.source_limit is None
-    graph = tf.function(lambda text: free.translate_tensor(text)[0])(tf.constant(long_words))
-    assert [t.decode() for t in graph.numpy()[:, 0]] == free.translate(long_words)
+    very_long = [(word * 100)[:300] for word in words[:2]]
+    searched = tf.function(lambda text: free._translate_tensor_ids(text, 1)[2])(
+        tf.constant(very_long))
+    assert np.count_nonzero(searched.numpy(), axis=1).tolist() == [300, 300]  # every character
+    graph = tf.function(lambda text: free.translate_tensor(text)[0])(tf.constant(very_long))
+    assert [t.decode() for t in graph.numpy()[:, 0]] == free.translate(very_long)
 
 
 def test_transformer_position_table_is_one_rule_in_both_paths():

@@ -101,8 +101,9 @@ class Seq2SeqDecodable(Protocol):
     for every hypothesis of a source and that `decode_step` accepts untiled,
     with one row per source: beam search then keeps one copy of them, see
     `beam_search(shared_state=...)`), `trim_source_ids(source_ids)` (cuts
-    concrete source ids to what the model can read, or raises; the
-    Transformer's position table) and `translator_cache` (a dict in which
+    source ids to what the model can read, or raises; the Transformer's
+    position table; called on NumPy ids eagerly and on int32 tensors inside
+    an export's graph, so it must take both) and `translator_cache` (a dict in which
     `kerasseq.translator.get_translator` keeps the model's translators, one
     per `SearchConfig`; without it every call builds a new `Translator`).
 

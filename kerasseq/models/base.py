@@ -324,7 +324,8 @@ class Seq2SeqModel(keras.Model):
 
         Part of the decoding contract
         (`kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`): the translator
-        calls it on concrete source ids before it pads them to a bucket.
+        calls it before it pads the ids to a bucket, on NumPy ids eagerly and
+        on int32 tensors inside an export's graph.
         """
         return source_ids
 
