@@ -356,7 +356,7 @@ def load_saved_model_translator(path, args):
     except Exception as error:  # noqa: BLE001  (reported as one line)
         raise CLIError(f"{path!r} is not a loadable SavedModel: {first_line(error)}") from None
     nbest = args.nbest if args.nbest and args.nbest > 1 else None
-    alignments = getattr(args, "alignments", False)
+    alignments = args.alignments
     if alignments:
         if nbest:
             raise CLIError("--alignments with a SavedModel gives the best translation's "
