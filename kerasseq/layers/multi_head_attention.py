@@ -15,7 +15,6 @@ Axis names used in every docstring: `batch_size`, `num_heads`,
 """
 
 import math
-import random
 
 import keras
 from keras import ops
@@ -202,37 +201,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             **kwargs,
         )
         self.output_dim = output_dim
-        # Random streams as before issue 24: the query/key/value initializers
-        # draw their seeds now (at construction) and the dropout its seed after
-        # them, the output projection's at build, so that
-        # `keras.utils.set_random_seed` gives the same initial weights (and the
-        # same documented numbers) as kerasseq's own layer did.
-        self._pending_initializers = [self._clone_initializers() for _ in range(3)]
-        if self.seed is None and dropout > 0:
-            self.seed = random.randint(1, int(1e9))  # as keras.layers.Dropout(seed=None)
-
-    def _clone_initializers(self):
-        return tuple(
-            initializer.__class__.from_config(initializer.get_config())
-            for initializer in (self._kernel_initializer, self._bias_initializer)
-        )
-
-    def _get_common_kwargs_for_sublayer(self):
-        # Keras' `build` asks for fresh initializers once per projection
-        # (query, key, value, output): hand out the ones drawn in __init__.
-        if not self._pending_initializers:
-            return super()._get_common_kwargs_for_sublayer()
-        kernel_initializer, bias_initializer = self._pending_initializers.pop(0)
-        return dict(
-            kernel_regularizer=self._kernel_regularizer,
-            bias_regularizer=self._bias_regularizer,
-            activity_regularizer=self._activity_regularizer,
-            kernel_constraint=self._kernel_constraint,
-            bias_constraint=self._bias_constraint,
-            dtype=self.dtype_policy,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-        )
 
     def build(self, query_shape, value_shape, key_shape=None):
         super().build(query_shape, value_shape, key_shape)

@@ -91,6 +91,41 @@ def test_mixed_precision_generate_is_finite():
 
 
 # ------------------------------------------------------------ clone_model
+def test_keras_clone_model_still_calls_what_kerasseq_overrides():
+    """Canary for the one private Keras hook kerasseq keeps (`Seq2SeqModel`).
+
+    `keras.models.clone_model` of a functional subclass whose constructor takes
+    `*args, **kwargs` (1) runs the graph through `Functional._run_through_graph`
+    with the cloned layers and (2) calls `type(model)(inputs, outputs, name=...)`
+    with the tensors of that run. kerasseq's clone support rests on both; when
+    a Keras release changes either, this test names what changed.
+    """
+    calls = []
+
+    class Probe(keras.Model):
+        def __init__(self, *args, **kwargs):
+            calls.append(("init", len(args), sorted(kwargs)))
+            super().__init__(*args, **kwargs)
+
+        def _run_through_graph(self, inputs, *args, **kwargs):
+            outputs = super()._run_through_graph(inputs, *args, **kwargs)
+            calls.append(("run_through_graph", type(self).__name__))
+            return outputs
+
+    inputs = keras.Input((3,))
+    model = Probe(inputs, keras.layers.Dense(2)(inputs), name="probe")
+    calls.clear()
+    clone = keras.models.clone_model(model)
+    assert type(clone) is Probe, "clone_model no longer calls a functional subclass's constructor"
+    assert ("run_through_graph", "Probe") in calls, (
+        "clone_model no longer runs the graph through Functional._run_through_graph")
+    init = [call for call in calls if call[0] == "init"]
+    assert init == [("init", 2, ["name"])], (
+        f"clone_model calls the constructor differently: {init} "
+        "(kerasseq expects cls(inputs, outputs, name=...))")
+    assert calls.index(("run_through_graph", "Probe")) < calls.index(init[0])
+
+
 @pytest.mark.parametrize("kind", sorted(BUILDERS))
 def test_clone_model_keeps_the_class_the_tokenizers_and_the_contract(kind):
     entries, _, source_tokenizer, target_tokenizer = tiny_g2p()
