@@ -47,7 +47,7 @@ from kerasseq.decoding.beam_search import beam_search_loop
 from kerasseq.decoding.config import SearchConfig
 from kerasseq.decoding.contract import encode_for_search
 from kerasseq.decoding.greedy import greedy_loop
-from kerasseq.decoding.sampling import sample_loop
+from kerasseq.decoding.sampling import sample_loop, sampling_seed
 
 # Source-length buckets laid out for a graph whose source length is known only
 # at run time (an export without `max_source_length`): longer sources are
@@ -438,15 +438,9 @@ class Translator:
             self._python.compiled[shape] = function
         return function
 
-    def _next_seed(self):
-        """The sampling seed of one call; 0 (unused) for greedy and beam search,
-        so those never draw from NumPy's global generator."""
-        seed = self.config.seed
-        if self.config.method != "sample":
-            seed = 0
-        elif seed is None:
-            seed = int(np.random.randint(0, 2**31 - 1))
-        return tf.constant(int(seed) % (2**31 - 1), tf.int32)
+    def _seed(self):
+        """The sampling seed of one call (`decoding.sampling.sampling_seed`)."""
+        return sampling_seed(self.config.seed, self.config.method)
 
     # ------------------------------------------------------------ ids, eager
     def _prepare_ids(self, array):
@@ -466,7 +460,7 @@ class Translator:
         Returns:
             NumPy `(token_ids, scores, lengths, log_probs)` with `rows` rows.
         """
-        outputs = self._search_bucketed(tf.constant(source_ids), self._next_seed())
+        outputs = self._search_bucketed(tf.constant(source_ids), self._seed())
         return tuple(np.asarray(output) for output in outputs)
 
     def _pad_to_bucket(self, source_ids):
@@ -741,7 +735,7 @@ class Translator:
             kept_ids = trim(kept_ids)
 
         def search():
-            token_ids, scores = self._search_bucketed(kept_ids, self._next_seed_graph())[:2]
+            token_ids, scores = self._search_bucketed(kept_ids, self._seed())[:2]
             return token_ids[:, :num_return], scores[:, :num_return]
 
         def nothing_to_search():
@@ -759,13 +753,6 @@ class Translator:
                                    tf.stack([batch_size, tf.shape(kept_ids)[1]]))
         # (batch_size, source_length), blank rows all 0
         return token_ids, scores, source_ids
-
-    def _next_seed_graph(self):
-        if self.config.method != "sample":
-            return tf.constant(0, tf.int32)  # unused by greedy and beam search
-        if self.config.seed is not None:
-            return tf.constant(int(self.config.seed) % (2**31 - 1), tf.int32)
-        return tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
 
 
 def get_translator(model, config=None, **overrides):

@@ -1,6 +1,5 @@
 """Ancestral sampling with temperature, top-k and top-p (nucleus) filtering."""
 
-import numpy as np
 import tensorflow as tf
 
 from kerasseq.decoding import _common
@@ -36,8 +35,8 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
         top_k: int >= 0; 0 disables the top-k filter.
         top_p: float in `(0, 1]`; 1 disables the nucleus filter.
         seed: int, int32 scalar tensor or `None`. `None` draws a fresh seed
-            from NumPy's global generator (so `keras.utils.set_random_seed`
-            makes it repeatable).
+            from TensorFlow's global generator (`sampling_seed`; so
+            `keras.utils.set_random_seed` makes it repeatable).
         min_length, jit_compile: as in `greedy`. (A
             seeded draw is repeatable for a fixed batch size; `kerasseq.Translator`
             pads batches to buckets, so its draws may differ from a direct call's.)
@@ -60,17 +59,39 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     config = SearchConfig(method="sample", max_length=max_length, min_length=min_length,
                           temperature=temperature, top_k=top_k, top_p=top_p,
                           seed=None if tf.is_tensor(seed) else seed)
-    if tf.is_tensor(seed):  # a traced seed (the translator passes one per call)
-        seed_tensor = tf.cast(seed, tf.int32)
-    else:
-        if seed is None:
-            seed = int(np.random.randint(0, 2**31 - 1))
-        seed_tensor = tf.constant(int(seed) % (2**31 - 1), tf.int32)
+    seed_tensor = sampling_seed(seed)
 
     def loop(start_tokens, state, seed):
         return sample_loop(step_fn, start_tokens, state, config, end_id, seed)
 
     return _common.run_loop(loop, state, batch_size, start_id, jit_compile, seed_tensor)
+
+
+def sampling_seed(seed, method="sample"):
+    """The int32 scalar seed of one decoding call: the one rule, eager and traced.
+
+    `kerasseq.Translator` (eagerly and in an export's graph) and `sample` both
+    ask this function, so a seed means the same draws on every path.
+
+    Args:
+        seed: int, int32 scalar tensor or `None`. An int is taken modulo
+            `2**31 - 1`; `None` draws a fresh seed from TensorFlow's global
+            generator (`tf.random.uniform`: repeatable after
+            `keras.utils.set_random_seed`, a new value at every call of a
+            traced function).
+        method: the search method; greedy and beam search draw nothing and get
+            the constant 0.
+
+    Returns:
+        An int32 scalar tensor.
+    """
+    if method != "sample":
+        return tf.constant(0, tf.int32)  # unused by greedy and beam search
+    if tf.is_tensor(seed):
+        return tf.cast(seed, tf.int32)
+    if seed is None:
+        return tf.random.uniform([], 0, 2**31 - 1, dtype=tf.int32)
+    return tf.constant(int(seed) % (2**31 - 1), tf.int32)
 
 
 def sample_loop(step_fn, start_tokens, state, config, end_id, seed):
