@@ -123,7 +123,7 @@ def build_model(settings):
     model = build_transformer_seq2seq(
         settings["vocab_size"], settings["vocab_size"], num_layers=settings["num_layers"],
         d_model=settings["d_model"], num_heads=settings["num_heads"], dff=settings["dff"],
-        dropout=0.0, max_length=settings["max_length"],
+        dropout=0.0, max_positions=settings["max_length"],
     )
     # Random weights; make the end and padding tokens unreachable so that every
     # method generates exactly max_length - 1 tokens.

@@ -140,7 +140,7 @@ def kerasseq_model(settings, source_vocab_size, target_vocab_size, max_length):
     return build_transformer_seq2seq(
         source_vocab_size, target_vocab_size, num_layers=settings["num_layers"],
         d_model=settings["d_model"], num_heads=settings["num_heads"], dff=settings["dff"],
-        dropout=0.1, max_length=max_length, name="kerasseq_transformer",
+        dropout=0.1, max_positions=max_length, name="kerasseq_transformer",
     )
 
 

@@ -45,7 +45,7 @@ def positional_encoding_figure(length=100, d_model=128):
     """
     from kerasseq.layers import PositionalEmbedding
 
-    layer = PositionalEmbedding(vocab_size=2, d_model=d_model, max_length=length)
+    layer = PositionalEmbedding(vocab_size=2, d_model=d_model, max_positions=length)
     table = np.asarray(layer.encoding_table)  # (length, d_model), what the layer adds
     figure = Figure(figsize=(7.0, 4.2), dpi=DPI, layout="constrained")
     ax = figure.add_subplot()

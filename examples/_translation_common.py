@@ -63,7 +63,7 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
                           guided_alignment_head=args.guided_alignment_head)
         model = build_transformer_seq2seq(
             num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
-            dropout=args.transformer_dropout, max_length=positions, norm_first=norm_first,
+            dropout=args.transformer_dropout, max_positions=positions, norm_first=norm_first,
             source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
             **guided)
         optimizer = transformer_optimizer(args.d_model, warmup_steps=args.warmup_steps,

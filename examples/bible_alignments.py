@@ -282,7 +282,7 @@ def main(argv=None):
         pairs = pairs[:24]
         all_pairs = [pair for pair in all_pairs if pair.split == "train"][:300] + pairs
         tiny = build_transformer_seq2seq(
-            num_layers=2, d_model=16, num_heads=2, dff=16, max_length=256,
+            num_layers=2, d_model=16, num_heads=2, dff=16, max_positions=256,
             source_tokenizer=WordPieceTextTokenizer.from_texts(
                 [p.source for p in all_pairs], max_tokens=300, lowercase=True),
             target_tokenizer=WordPieceTextTokenizer.from_texts(

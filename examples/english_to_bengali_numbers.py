@@ -71,7 +71,7 @@ def save_attention_heatmap(model, source_text, path):
     source_ids = source_tokenizer.encode([source_text]).to_tensor()  # (1, source_length)
     target_ids = target_tokenizer.encode([translation]).to_tensor()  # (1, target_length)
     target_in = np.concatenate([[[target_tokenizer.start_id]], target_ids.numpy()], axis=1)
-    weights = np.asarray(model.attention_weights(source_ids, target_in))[0]
+    weights = np.asarray(model.teacher_forced_attention(source_ids, target_in))[0]
     # (target_length + 1, source_length): row t produced output token t (the last one [END])
     source_tokens = [t.decode() for t in source_tokenizer.tokenize(source_text).numpy()]
     target_tokens = [t.decode() for t in target_tokenizer.tokenize(translation).numpy()] + ["[END]"]

@@ -88,7 +88,7 @@ def build_model(args, source_tokenizer, target_tokenizer):
         raise SystemExit("--model transformer needs kerasseq.models.build_transformer_seq2seq")
     model = build_transformer_seq2seq(
         num_layers=args.num_layers, d_model=args.d_model, num_heads=args.num_heads,
-        dff=args.dff, dropout=args.dropout, max_length=MAX_LENGTH,
+        dff=args.dff, dropout=args.dropout, max_positions=MAX_LENGTH,
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
     )
     ema = {"use_ema": True, "ema_momentum": args.ema_momentum} if args.ema_momentum else {}

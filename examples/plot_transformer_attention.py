@@ -122,7 +122,7 @@ def train_model(train_pairs, args):
     target_tokenizer = TextTokenizer.from_texts([t for _, t in train_pairs], split="whitespace")
     model = build_transformer_seq2seq(
         num_layers=args.num_layers, d_model=args.d_model, num_heads=args.num_heads,
-        dff=2 * args.d_model, dropout=0.0, max_length=8,
+        dff=2 * args.d_model, dropout=0.0, max_positions=8,
         source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
     )
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
@@ -147,7 +147,7 @@ def teacher_forced_ids(model, pairs):
 def alignment_accuracy(model, pairs):
     """Share of content rows whose head-averaged cross-attention peaks on the aligned word."""
     source_ids, target_in_ids = teacher_forced_ids(model, pairs)
-    weights = np.asarray(model.attention_weights(source_ids, target_in_ids))
+    weights = np.asarray(model.teacher_forced_attention(source_ids, target_in_ids))
     # (num_pairs, target_length=4, source_length=3); rows 0..2 produce S', O', V'
     peaks = weights[:, :3].argmax(axis=-1)  # (num_pairs, 3)
     return float(np.mean(peaks == np.array(SOURCE_POSITION_OF_OUTPUT)))

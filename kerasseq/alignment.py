@@ -281,7 +281,7 @@ def attention_heads_tensor(model, source_ids, target_in_ids):
         layers = [tf.cast(model.cross_attention_weights(source_ids, target_in_ids, layer=i),
                           tf.float32) for i in range(len(model.decoder_blocks))]
         return tf.stack(layers, axis=1)  # (batch_size, layers, heads, target, source)
-    weights = tf.cast(model.attention_weights(source_ids, target_in_ids), tf.float32)
+    weights = tf.cast(model.teacher_forced_attention(source_ids, target_in_ids), tf.float32)
     return weights[:, None, None]  # (batch_size, 1, 1, target, source)
 
 
@@ -289,7 +289,7 @@ def check_alignable(model):
     """`"transformer"` or `"rnn"`: the kind of attention `model` has, or a `ValueError`."""
     if hasattr(model, "decoder_blocks") and hasattr(model, "cross_attention_weights"):
         return "transformer"
-    if getattr(model, "attention", None) is not None and hasattr(model, "attention_weights"):
+    if getattr(model, "attention", None) is not None and hasattr(model, "teacher_forced_attention"):
         return "rnn"
     raise ValueError(
         f"Word alignments need a model with attention; {type(model).__name__} "
@@ -446,7 +446,7 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
     if source_tokenizer is None or target_tokenizer is None:
         raise ValueError("align_texts needs a model built with source_tokenizer and "
                          "target_tokenizer; use align_ids for token ids.")
-    limit = max_source_length or getattr(model, "max_length", None)
+    limit = max_source_length or getattr(model, "max_positions", None)
     results = []
     for start in range(0, len(sources), batch_size):
         source_ids = source_tokenizer.encode(list(sources[start:start + batch_size])).to_list()

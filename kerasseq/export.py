@@ -30,13 +30,12 @@ Bad input never crashes the graph:
 import json
 import numbers
 import os
-import re
-import shutil
 import types
-import uuid
 
 import tensorflow as tf
 
+from kerasseq._files import replace_directory_atomically
+from kerasseq.decoding import contract
 from kerasseq.translator import SearchConfig, Translator, check_model
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "check_export_path",
     "export_translator",
     "read_metadata",
-    "write_atomically",
 ]
 
 EXPORT_METHODS = ("greedy", "beam")
@@ -100,7 +98,7 @@ def export_translator(
     `overwrite` says (see `check_export_path`). If anything fails, the previous content of `path`
     is left as it was and no temporary directory remains (a process killed
     with SIGKILL may leave one, never a half-written `path`; the next export
-    to `path` removes it: see `write_atomically`).
+    to `path` removes it: see `kerasseq._files.replace_directory_atomically`).
 
     Args:
         model: a `kerasseq.decoding.Seq2SeqDecodable` with
@@ -184,7 +182,8 @@ def export_translator(
         _write_metadata(directory, model, translator,
                         alignment=(alignment_layer, alignment_head) if alignments else None)
 
-    write_atomically(path, write, overwrite=overwrite)
+    replace_directory_atomically(
+        path, write, check=lambda existing: check_export_path(existing, overwrite=overwrite))
     return path
 
 
@@ -298,7 +297,7 @@ def make_translator(model, config=None, **settings):
         # An export states its source limit in its config (and metadata): a served
         # request never reads more, and a Transformer's never more than its
         # position table. The Translator then cuts every path to it.
-        position_limit = getattr(model, "max_length", None)
+        position_limit = contract.optional(model, "max_positions")
         settings["max_source_length"] = EXPORT_MAX_SOURCE_LENGTH
         if isinstance(position_limit, numbers.Integral) and not isinstance(position_limit, bool):
             settings["max_source_length"] = min(EXPORT_MAX_SOURCE_LENGTH, position_limit)
@@ -448,130 +447,3 @@ def check_export_path(path, overwrite=True):
         raise FileExistsError(
             f"Export path {path!r} already exists. Pass overwrite=True to replace it."
         )
-
-
-def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        os.remove(path)
-
-
-def _process_is_running(pid):
-    """False only when no process `pid` runs on this machine (probed with signal 0).
-
-    Outside POSIX (where `os.kill(pid, 0)` would send a signal) and for this
-    process itself the answer is always True, so nothing is cleaned up.
-    """
-    if os.name != "posix" or pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OverflowError:
-        return False  # not a valid pid: no process can own the directory
-    except OSError:
-        return True  # e.g. PermissionError: the process exists, owned by another user
-    return True
-
-
-def stale_siblings(path):
-    """Leftovers of `write_atomically(path, ...)` calls whose process was killed.
-
-    Only hidden siblings named after `path` count: `.NAME.export-PID-TOKEN`
-    (a temporary directory) and `.NAME.old-PID-TOKEN` (a previous export set
-    aside), and only when no process `PID` is running.
-
-    Args:
-        path: absolute str, the export path.
-
-    Returns:
-        `{"export": [paths], "old": [paths]}`, sorted.
-    """
-    parent, name = os.path.split(path)
-    pattern = re.compile(rf"\.{re.escape(name)}\.(export|old)-(\d{{1,10}})-[0-9a-f]{{12}}")
-    stale = {"export": [], "old": []}
-    try:
-        entries = sorted(os.listdir(parent))
-    except FileNotFoundError:
-        return stale
-    for entry in entries:
-        match = pattern.fullmatch(entry)
-        if match and not _process_is_running(int(match.group(2))):
-            stale[match.group(1)].append(os.path.join(parent, entry))
-    return stale
-
-
-def write_atomically(path, write, overwrite=True):
-    """Create the directory `path` with `write(directory)`, all or nothing.
-
-    `write` fills a fresh temporary directory `.NAME.export-PID-TOKEN` next to
-    `path` (NAME its base name, PID this process); the directory is then
-    renamed to `path` (one `rename` on the same file system). An existing
-    `path` is first renamed aside to `.NAME.old-PID-TOKEN` and deleted after
-    the new one is in place; if the final rename fails it is renamed back.
-    Only a SavedModel directory or an empty directory is ever replaced (see
-    `check_export_path`): anything else at `path` raises `FileExistsError`,
-    checked before anything is written and again right before the rename.
-
-    A process killed outright (SIGKILL, so no `finally` runs) never leaves a
-    half-written directory at `path`:
-
-    * killed while `write` runs: `path` is untouched; a partial
-      `.NAME.export-PID-TOKEN` remains;
-    * killed between the two renames: `path` is briefly absent. The previous
-      export sits complete in `.NAME.old-PID-TOKEN` and the new one complete
-      in `.NAME.export-PID-TOKEN` (same token); rename either to `path` to
-      recover by hand;
-    * killed after the second rename: `path` is the new export; the old one
-      remains in `.NAME.old-PID-TOKEN`.
-
-    The next call for the same `path` removes such leftovers (see
-    `stale_siblings`): stale temporary directories before writing, stale
-    set-aside exports only once the new export is in place (until then one
-    may be the only complete copy). Directories of processes that still run
-    (a concurrent export) and siblings of other paths are left alone. PIDs
-    are checked on this machine only.
-
-    Args:
-        path: absolute str, the directory to create or replace.
-        write: callable taking the temporary directory path.
-        overwrite: bool; with False an existing `path` raises
-            `FileExistsError` (checked again right before the rename).
-
-    Raises:
-        FileExistsError: `path` may not be replaced (`check_export_path`);
-            `path` is then untouched and no temporary directory remains.
-        Whatever `write` raises; `path` is then untouched and the temporary
-        directory removed.
-    """
-    check_export_path(path, overwrite=overwrite)  # before anything is written
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    stale = stale_siblings(path)
-    for directory in stale["export"]:
-        _remove(directory)
-    token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    temporary = os.path.join(parent, f".{name}.export-{token}")
-    aside = os.path.join(parent, f".{name}.old-{token}")
-    os.mkdir(temporary)
-    try:
-        write(temporary)
-        if os.path.lexists(path):
-            # `path` may have appeared or changed while `write` ran.
-            check_export_path(path, overwrite=overwrite)
-            os.rename(path, aside)
-            # A SIGKILL here leaves `path` absent and both exports complete.
-            try:
-                os.rename(temporary, path)
-            except BaseException:
-                os.rename(aside, path)
-                raise
-            _remove(aside)
-        else:
-            os.rename(temporary, path)
-        for directory in stale["old"]:  # the new export is in place
-            _remove(directory)
-    finally:
-        _remove(temporary)

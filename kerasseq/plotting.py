@@ -212,7 +212,7 @@ def plot_attention(weights, source_tokens, target_tokens, ax=None, title=None,
 
     Args:
         weights: array-like `(target_length, source_length)` (a leading batch
-            axis of size 1 is dropped), e.g. `RNNSeq2Seq.attention_weights(...)[0]`.
+            axis of size 1 is dropped), e.g. `RNNSeq2Seq.teacher_forced_attention(...)[0]`.
         source_tokens: list of str, the column labels (`source_length` of them).
         target_tokens: list of str, the row labels (`target_length` of them).
         ax: optional matplotlib axes to draw into; by default a new figure.

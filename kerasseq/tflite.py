@@ -127,7 +127,7 @@ def convert_to_tflite(model, batch_size=1, source_length=None, max_length=None, 
             Transformer's position table.
     """
     batch_size = check_positive_int("batch_size", batch_size)
-    model_max = getattr(model, "max_length", None)  # the Transformer's position table
+    model_max = getattr(model, "max_positions", None)  # the Transformer's position table
     source_length = check_positive_int(
         "source_length", (model_max or 64) if source_length is None else source_length
     )
@@ -138,7 +138,7 @@ def convert_to_tflite(model, batch_size=1, source_length=None, max_length=None, 
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
     if model_max is not None and source_length > model_max:
         raise ValueError(
-            f"source_length must be <= the model's max_length ({model_max}, its position "
+            f"source_length must be <= the model's max_positions ({model_max}, its position "
             f"table). Received: source_length={source_length}"
         )
     module = tflite_module(model, batch_size, source_length, max_length)

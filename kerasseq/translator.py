@@ -279,71 +279,71 @@ class Translator:
                     "max_length must be given in the SearchConfig: the model has no "
                     f"max_target_length. Received: max_length={config.max_length!r}"
                 )
-            config.replace(max_length=int(max_length))  # SearchConfig checks min_length too
-        # Everything lives in one namespace: nothing here is tracked by
-        # TensorFlow (`kerasseq.export.ServingModule` tracks what it saves).
-        self._python = types.SimpleNamespace(
-            model=model,
-            config=config,
-            max_length=int(max_length),
-            jit_compile=resolve_jit_compile(config.jit_compile),
-            source_tokenizer=contract.optional(model, "source_tokenizer"),
-            target_tokenizer=contract.optional(model, "target_tokenizer"),
-            start_id=int(contract.optional(model, "start_id", START_ID)),
-            end_id=int(contract.optional(model, "end_id", END_ID)),
-            source_vocab_size=contract.optional(model, "source_vocab_size"),
-            length_multiple=int(contract.optional(model, "source_length_multiple", 8) or 1),
-            compiled={},  # (rows, source_length) or None -> tf.function
-            traces=0,
-        )
+            # Called for its check only (min_length <= the model's max_length);
+            # the config itself keeps max_length=None, as it was given.
+            config.replace(max_length=int(max_length))
+        # A plain object: TensorFlow tracks none of this (an export's
+        # `kerasseq.export.ServingModule` tracks what it saves).
+        self._model = model
+        self._config = config
+        self._max_length = int(max_length)
+        self._jit_compile = resolve_jit_compile(config.jit_compile)
+        self._source_tokenizer = contract.optional(model, "source_tokenizer")
+        self._target_tokenizer = contract.optional(model, "target_tokenizer")
+        self._start_id = int(contract.optional(model, "start_id", START_ID))
+        self._end_id = int(contract.optional(model, "end_id", END_ID))
+        self._source_vocab_size = contract.optional(model, "source_vocab_size")
+        self._length_multiple = int(contract.optional(model, "source_length_multiple", 8) or 1)
+        self._functions = {}  # (rows, source_length) or None -> tf.function
+        self._traces = 0
 
     # ------------------------------------------------------------ properties
     @property
     def model(self):
-        return self._python.model
+        return self._model
 
     @property
     def config(self):
         """The `SearchConfig` (with `max_length` possibly still `None`)."""
-        return self._python.config
+        return self._config
 
     @property
     def max_length(self):
         """Most target tokens generated (the config's, or the model's)."""
-        return self._python.max_length
+        return self._max_length
 
     @property
     def jit_compile(self):
         """Whether the encode + search function is XLA-compiled (bool)."""
-        return self._python.jit_compile
+        return self._jit_compile
 
     @property
     def trace_count(self):
         """Times the compiled encode + search function was traced."""
-        return self._python.traces
+        return self._traces
 
     @property
     def compiled_shapes(self):
         """The `(rows, source_length)` bucket shapes compiled so far, sorted."""
-        return sorted(shape for shape in self._python.compiled if shape is not None)
+        return sorted(shape for shape in self._functions if shape is not None)
 
     @property
     def source_tokenizer(self):
         """The model's source tokenizer, or `None` (ids only)."""
-        return self._python.source_tokenizer
+        return self._source_tokenizer
 
     @property
     def target_tokenizer(self):
         """The model's target tokenizer, or `None` (ids only)."""
-        return self._python.target_tokenizer
+        return self._target_tokenizer
 
     @property
     def start_id(self):
-        return self._python.start_id
+        return self._start_id
 
     @property
     def end_id(self):
-        return self._python.end_id
+        return self._end_id
 
     @property
     def source_limit(self):
@@ -358,7 +358,7 @@ class Translator:
         (`kerasseq.export.EXPORT_MAX_SOURCE_LENGTH`) in the config it exports.
         """
         config_limit = self.config.max_source_length
-        tokenizer_limit = getattr(self._python.source_tokenizer, "max_length", None)
+        tokenizer_limit = getattr(self._source_tokenizer, "max_length", None)
         limits = [limit for limit in (config_limit, tokenizer_limit) if limit]
         return min(limits) if limits else None
 
@@ -375,21 +375,21 @@ class Translator:
             `(rows, num_return, max_length)`, float32 `(rows, num_return)`,
             int32 `(rows, num_return)`, float32 `(rows, num_return)`.
         """
-        self._python.traces += 1
+        self._traces += 1
         max_length = self._bucket_max_length(source_ids.shape[1])
         state = encode_for_search(self.model, source_ids, max_length)
         rows = source_ids.shape[0] if source_ids.shape[0] is not None else tf.shape(source_ids)[0]
-        start_tokens = tf.fill([rows], tf.constant(self._python.start_id, tf.int32))
+        start_tokens = tf.fill([rows], tf.constant(self._start_id, tf.int32))
         outputs = self._search(start_tokens, state, seed, max_length)
-        if max_length < self._python.max_length:  # every caller sees max_length columns
-            width = self._python.max_length - max_length
+        if max_length < self._max_length:  # every caller sees max_length columns
+            width = self._max_length - max_length
             outputs = (tf.pad(outputs[0], [[0, 0], [0, 0], [0, width]]),) + tuple(outputs[1:])
         return outputs
 
     def _bucket_max_length(self, source_length):
         """Most tokens generated for sources padded to `source_length` (a Python
         int, or `None` in the graph path: then `max_length`)."""
-        config, max_length = self._python.config, self._python.max_length
+        config, max_length = self._config, self._max_length
         if not config.max_length_a or source_length is None:
             return max_length
         limit = int(np.ceil(config.max_length_a * source_length + config.max_length_b))
@@ -398,7 +398,7 @@ class Translator:
     def _search(self, start_tokens, state, seed, max_length):
         """The configured search loop over `state`; ids with a `num_return` axis."""
         config = self.config.replace(max_length=max_length)
-        step_fn, end_id = self.model.decode_step, self._python.end_id
+        step_fn, end_id = self.model.decode_step, self._end_id
         if config.method == "beam":
             shared = tuple(contract.optional(self.model, "shared_state_keys", ()))
             return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared)
@@ -418,7 +418,7 @@ class Translator:
         TensorFlow never warns about retracing), and one with an unknown
         shape, `None`, for the graph path of exports.
         """
-        function = self._python.compiled.get(shape)
+        function = self._functions.get(shape)
         if function is None:
             signature = None
             if shape is None:
@@ -433,9 +433,9 @@ class Translator:
             search_ids = types.FunctionType(search_ids.__code__.replace(co_name=name),
                                             search_ids.__globals__, name,
                                             search_ids.__defaults__, search_ids.__closure__)
-            function = tf.function(search_ids, jit_compile=self._python.jit_compile,
+            function = tf.function(search_ids, jit_compile=self._jit_compile,
                                    input_signature=signature)
-            self._python.compiled[shape] = function
+            self._functions[shape] = function
         return function
 
     def _seed(self):
@@ -476,9 +476,9 @@ class Translator:
         rows, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
         up_to = source_ids.shape[1]
         if up_to is None:  # a graph: lay out buckets up to the longest source it keeps
-            up_to = self.source_limit or contract.optional(self.model, "max_length")
+            up_to = self.source_limit or contract.optional(self.model, "max_positions")
             up_to = up_to if _is_int(up_to) else GRAPH_BUCKET_LIMIT
-        edges = source_bucket_edges(self._python.length_multiple, self.config.source_buckets,
+        edges = source_bucket_edges(self._length_multiple, self.config.source_buckets,
                                     up_to=max(up_to, 1))
         columns = smallest_edge(edges, tf.maximum(length, 1))
         source_ids = tf.pad(source_ids, [[0, 0], [0, columns - length]])  # (rows, columns)
@@ -519,7 +519,7 @@ class Translator:
             `(n, max_length)`, `(n,)`, `(n,)`; beam gives `(n, num_return,
             max_length)`, `(n, num_return)`, `(n, num_return)`.
         """
-        array = check_source_ids(source_ids, self._python.source_vocab_size)
+        array = check_source_ids(source_ids, self._source_vocab_size)
         if array.shape[0] == 0:
             raise ValueError("source_ids holds no rows: there is nothing to translate.")
         parts = [self._run_batch(self._prepare_ids(array[start:start + self.config.batch_size]))
@@ -533,7 +533,7 @@ class Translator:
 
     # ------------------------------------------------------------ text, eager
     def _check_text_model(self):
-        if self._python.source_tokenizer is None or self._python.target_tokenizer is None:
+        if self._source_tokenizer is None or self._target_tokenizer is None:
             raise ValueError(
                 "translate() needs a model built with source_tokenizer and "
                 "target_tokenizer; for token ids use generate(source_ids)."
@@ -586,7 +586,7 @@ class Translator:
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         check_texts(texts)
-        source = self._python.source_tokenizer.encode(texts) if texts else None
+        source = self._source_tokenizer.encode(texts) if texts else None
         lengths = source.row_lengths().numpy() if texts else np.zeros([0], np.int64)
         blank = np.array([is_blank(text) for text in texts], bool) | (lengths == 0)
         # One rule for blank texts everywhere (API, CLI, exports): "" with score 0.0.
@@ -649,13 +649,13 @@ class Translator:
             stop = start + self.config.batch_size
             links.extend(result["links"] for result in alignment.align_ids(
                 self.model, sources[start:stop], targets[start:stop], layer=layer, head=head,
-                start_id=self._python.start_id))
+                start_id=self._start_id))
         return [links[row * returns:(row + 1) * returns] for row in range(token_ids.shape[0])]
 
     def _detokenize(self, token_ids):
         """`(rows, num_return, max_length)` ids → strings, or n-best lists of strings."""
         rows, num_return, length = token_ids.shape
-        flat = self._python.target_tokenizer.decode_to_strings(token_ids.reshape(-1, length))
+        flat = self._target_tokenizer.decode_to_strings(token_ids.reshape(-1, length))
         nbest = [flat[i * num_return:(i + 1) * num_return] for i in range(rows)]
         return [items[0] for items in nbest] if self.config.num_return == 1 else nbest
 
@@ -683,7 +683,7 @@ class Translator:
         """
         token_ids, scores, _ = self._translate_tensor_ids(text, num_return)
         num_return, max_length = token_ids.shape[1], self.max_length
-        texts = self._python.target_tokenizer.detokenize(tf.reshape(token_ids, [-1, max_length]))
+        texts = self._target_tokenizer.detokenize(tf.reshape(token_ids, [-1, max_length]))
         # (batch_size * num_return,)
         return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
 
@@ -707,8 +707,8 @@ class Translator:
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)
         links = alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
-                                            alignment_head, start_id=self._python.start_id)
-        return self._python.target_tokenizer.detokenize(best), scores[:, 0], links
+                                            alignment_head, start_id=self._start_id)
+        return self._target_tokenizer.detokenize(best), scores[:, 0], links
 
     def _translate_tensor_ids(self, text, num_return=None):
         """The graph path up to the ids: `(token_ids, scores, source_ids)`.
@@ -724,7 +724,7 @@ class Translator:
         max_length = self.max_length
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
         batch_size = tf.shape(text)[0]
-        source_ids = self._python.source_tokenizer.encode(text)  # ragged (batch_size, None)
+        source_ids = self._source_tokenizer.encode(text)  # ragged (batch_size, None)
         source_ids = source_ids[:, : self.source_limit]
         blank = tf.strings.regex_full_match(text, BLANK_PATTERN)  # (batch_size,)
         has_tokens = tf.logical_and(tf.logical_not(blank), source_ids.row_lengths() > 0)

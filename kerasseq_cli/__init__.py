@@ -147,7 +147,11 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
                         help="use the Transformer warm-up schedule (d_model^-0.5 scaling) "
                              "instead of --learning-rate")
     parser.add_argument("--dropout", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
-    parser.add_argument("--max-target-length", type=_positive_int, default=32)
+    parser.add_argument("--max-target-length", type=_positive_int, default=32,
+                        help="most target tokens a search generates by default")
+    parser.add_argument("--max-positions", type=_positive_int, default=None,
+                        help="transformer: rows of its position table, the longest source "
+                             "and target it reads (default: --max-target-length)")
     parser.add_argument("--epochs", type=_positive_int, default=epochs)
     parser.add_argument("--batch-size", type=_positive_int, default=64)
     parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3)

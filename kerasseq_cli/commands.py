@@ -14,7 +14,7 @@ import sys
 import time
 
 from kerasseq._messages import first_line
-from kerasseq.data.datasets import learn_tokenizers, load_pairs, spread_sample
+from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
 from kerasseq_cli import CLIError
 
 
@@ -34,11 +34,12 @@ def build_model(args, source_tokenizer, target_tokenizer):
     if args.model not in ("rnn", "transformer"):
         raise CLIError(f"--model must be 'rnn' or 'transformer'. Received: {args.model!r}")
     if args.model == "transformer":
-        # --max-target-length is also the longest source: the position table
-        # and the key/value cache hold that many positions.
+        # The position table bounds sources and targets alike; the model's
+        # max_target_length is its size.
         return build_transformer_seq2seq(
             num_layers=args.num_layers, d_model=args.d_model, num_heads=args.num_heads,
-            dff=args.dff, dropout=args.dropout, max_length=args.max_target_length,
+            dff=args.dff, dropout=args.dropout,
+            max_positions=args.max_positions or args.max_target_length,
             source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
         )
     attention = None if args.attention == "none" else args.attention

@@ -99,7 +99,7 @@ class KnownAttentionModel:
         target = tf.where(step < lengths, copied, END_ID)
         return 10.0 * tf.one_hot(target, self.vocab_size), state
 
-    def attention_weights(self, source_ids, target_in_ids):
+    def teacher_forced_attention(self, source_ids, target_in_ids):
         source_ids = np.asarray(source_ids)
         batch, target_length = np.asarray(target_in_ids).shape
         weights = np.zeros([batch, target_length, source_ids.shape[1]], np.float32)
@@ -159,7 +159,7 @@ def _trained(kind, tokenizers):
     keras.utils.set_random_seed(3)
     if kind == "transformer":
         model = build_transformer_seq2seq(num_layers=2, d_model=16, num_heads=2, dff=16,
-                                          max_length=32, source_tokenizer=source_tokenizer,
+                                          max_positions=32, source_tokenizer=source_tokenizer,
                                           target_tokenizer=target_tokenizer)
     else:
         model = build_rnn_seq2seq(embedding_dim=8, units=8, max_target_length=12,
@@ -204,7 +204,7 @@ def test_real_models_alignments_match_their_attention(tokenizers, trained, kind)
             select_heads(heads, layer=0, head=1),
             np.asarray(model.cross_attention_weights(source_ids, target_in, layer=0))[:, 1],
             atol=1e-6)
-        np.testing.assert_allclose(select_heads(heads, layer=-1), model.attention_weights(
+        np.testing.assert_allclose(select_heads(heads, layer=-1), model.teacher_forced_attention(
             source_ids, target_in), atol=1e-6)
         # The default (kerasseq.alignment.ALIGNMENT_LAYER/HEAD): every layer's every head
         layers = [np.asarray(model.cross_attention_weights(source_ids, target_in, layer=i))

@@ -19,13 +19,13 @@ import pytest
 import tensorflow as tf
 
 from kerasseq import decoding
+from kerasseq._files import replace_directory_atomically, stale_siblings
 from kerasseq.export import (
     NBEST_SIGNATURE,
     SERVING_SIGNATURE,
+    check_export_path,
     export_translator,
     read_metadata,
-    stale_siblings,
-    write_atomically,
 )
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
@@ -132,7 +132,7 @@ def rnn_export(g2p_model, tmp_path_factory):
 def transformer_export(g2p_model, tmp_path_factory):
     """An untrained tiny Transformer and its export."""
     model = tiny_g2p_model(build_transformer_seq2seq, 5, num_layers=1, d_model=16, num_heads=2,
-                           dff=32, dropout=0.0, max_length=12)
+                           dff=32, dropout=0.0, max_positions=12)
     path = tmp_path_factory.mktemp("transformer") / "export"
     export_translator(model, path, num_beams=NUM_BEAMS)
     return model, path
@@ -233,7 +233,7 @@ def test_transformer_export_matches_in_process_translate(g2p_model, transformer_
     expected, expected_scores = beam_translate(model, words, num_return=NUM_BEAMS)
     assert served["words"]["translations"] == expected
     np.testing.assert_allclose(served["words"]["scores"], expected_scores, atol=1e-4)
-    # Sources are cut to the model's position table (max_length=12 tokens).
+    # Sources are cut to the model's position table (max_positions=12 tokens).
     assert read_metadata(str(path))["max_source_length"] == 12
     assert served["long"]["translation"] == beam_translate(model, [LONG_TEXT[:12]])[0]
     assert served["blank"]["translation"] == [""] * len(BLANK_TEXTS)
@@ -306,6 +306,13 @@ def test_failed_export_keeps_the_previous_one(g2p_model, rnn_export, served, mon
     np.testing.assert_allclose(outputs["score"].numpy(), served["words"]["score"], atol=1e-5)
 
 
+def write_atomically(path, write, overwrite=True):
+    """What `export_translator` does with its `write`: kerasseq._files' one
+    directory writer, replacing only what `check_export_path` allows."""
+    return replace_directory_atomically(
+        path, write, check=lambda existing: check_export_path(existing, overwrite=overwrite))
+
+
 def write_files(contents):
     """A `write` for `write_atomically`: content.txt, plus a saved_model.pb so
     that the directory counts as a SavedModel (only those are replaced)."""
@@ -331,7 +338,7 @@ def test_write_atomically_replaces_and_restores(tmp_path, monkeypatch):
     real_rename = os.rename
 
     def failing_rename(source, destination):
-        if os.path.basename(source).startswith(".target.export-"):
+        if os.path.basename(source).startswith(".target.tmp-"):
             raise OSError("rename failed")
         return real_rename(source, destination)
 
@@ -359,20 +366,20 @@ def test_later_export_removes_leftovers_of_killed_exports(tmp_path):
     dead = exited_process_id()
     running = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import time; time.sleep(300)"])
     token = "0123456789ab"
-    stale_export = f".target.export-{dead}-{token}"  # killed while writing
+    stale_export = f".target.tmp-{dead}-{token}"  # killed while writing
     stale_old = f".target.old-{dead}-{token}"  # killed after setting the old export aside
     kept = [
-        f".target.export-{running.pid}-{token}",  # an export still running
+        f".target.tmp-{running.pid}-{token}",  # an export still running
         f".target.old-{running.pid}-{token}",
-        f".target2.export-{dead}-{token}",  # another path's
-        f".target.export-{dead}-not-a-token",  # not named by write_atomically
+        f".target2.tmp-{dead}-{token}",  # another path's
+        f".target.tmp-{dead}-not-a-token",  # not named by kerasseq._files
         f"target.old-{dead}-{token}",  # not hidden
     ]
     try:
         for name in [stale_export, stale_old, *kept]:
             (tmp_path / name).mkdir()
             write_files("leftover")(str(tmp_path / name))
-        assert stale_siblings(path) == {"export": [str(tmp_path / stale_export)],
+        assert stale_siblings(path) == {"tmp": [str(tmp_path / stale_export)],
                                         "old": [str(tmp_path / stale_old)]}
 
         def failing_write(directory):
@@ -396,7 +403,7 @@ def test_later_export_removes_leftovers_of_killed_exports(tmp_path):
 KILLED_BETWEEN_RENAMES = r"""
 import os, signal, sys
 
-from kerasseq.export import write_atomically
+from kerasseq._files import replace_directory_atomically
 
 real_rename = os.rename
 
@@ -411,7 +418,7 @@ def write(directory):
     with open(os.path.join(directory, "content.txt"), "w") as handle:
         handle.write("two")
 
-write_atomically(sys.argv[1], write)
+replace_directory_atomically(sys.argv[1], write)
 """
 
 
@@ -423,7 +430,7 @@ def test_sigkill_between_the_renames_leaves_whole_exports(tmp_path):
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not os.path.exists(path)
     (old,) = [name for name in os.listdir(tmp_path) if name.startswith(".target.old-")]
-    (new,) = [name for name in os.listdir(tmp_path) if name.startswith(".target.export-")]
+    (new,) = [name for name in os.listdir(tmp_path) if name.startswith(".target.tmp-")]
     assert old.split("-", 1)[1] == new.split("-", 1)[1]  # same process and token
     assert read_content(tmp_path / old) == "one" and read_content(tmp_path / new) == "two"
     write_atomically(path, write_files("three"))

@@ -180,7 +180,7 @@ def test_reference_alignments_without_eflomal_name_the_extra(monkeypatch):
 def _tiny(weight=1.0, **kwargs):
     keras.utils.set_random_seed(0)
     return build_transformer_seq2seq(20, 20, num_layers=2, d_model=16, num_heads=2, dff=16,
-                                     dropout=0.0, max_length=16, guided_alignment_weight=weight,
+                                     dropout=0.0, max_positions=16, guided_alignment_weight=weight,
                                      **kwargs)
 
 
@@ -272,7 +272,7 @@ def permutation_models():
         keras.utils.set_random_seed(1)
         model = build_transformer_seq2seq(
             source_tokenizer=source, target_tokenizer=target, num_layers=2, d_model=32,
-            num_heads=2, dff=64, dropout=0.0, max_length=8, guided_alignment_weight=weight,
+            num_heads=2, dff=64, dropout=0.0, max_positions=8, guided_alignment_weight=weight,
             guided_alignment_layer=0, guided_alignment_head=0)
         model.compile(optimizer=keras.optimizers.Adam(3e-3),
                       loss=MaskedSparseCategoricalCrossentropy())
@@ -376,7 +376,7 @@ def train(strategy, weights=None, jit_compile=False):
     with strategy.scope():
         keras.utils.set_random_seed(0)
         model = build_transformer_seq2seq(12, 12, num_layers=2, d_model=8, num_heads=2, dff=8,
-                                          dropout=0.0, max_length=8, guided_alignment_weight=2.0)
+                                          dropout=0.0, max_positions=8, guided_alignment_weight=2.0)
         if weights is not None:
             model.set_weights(weights)
         model.compile(optimizer=keras.optimizers.SGD(0.5),

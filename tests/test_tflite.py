@@ -25,7 +25,7 @@ def rnn():
 def transformer():
     _, _, source, target = tiny_g2p()
     model = build_transformer_seq2seq(num_layers=2, d_model=16, num_heads=2, dff=32,
-                                      max_length=12, source_tokenizer=source,
+                                      max_positions=12, source_tokenizer=source,
                                       target_tokenizer=target)
     return model
 
@@ -60,23 +60,23 @@ def test_transformer_converts_and_greedy_equals_keras(transformer):
     _, pairs, _, _ = tiny_g2p()
     words = [word for word, _ in pairs[:6]]
     decoder = TFLiteGreedyDecoder(convert_to_tflite(transformer, batch_size=6,
-                                                    max_length=transformer.max_length))
-    assert decoder.source_length == decoder.max_length == transformer.max_length
+                                                    max_length=transformer.max_positions))
+    assert decoder.source_length == decoder.max_length == transformer.max_positions
     _assert_same_as_keras(transformer, words, decoder)
 
     # Step by step through the whole cache, fed the same (random) tokens: the
     # interpreter's logits are Keras' logits at every position.
     import tensorflow as tf
 
-    source_ids = np.zeros((6, transformer.max_length), "int32")
+    source_ids = np.zeros((6, transformer.max_positions), "int32")
     ids = _ids(transformer, words)
     source_ids[:, :ids.shape[1]] = ids
     tokens = np.random.default_rng(0).integers(4, transformer.target_vocab_size,
-                                               (transformer.max_length, 6)).astype("int32")
-    state = transformer.encode(tf.constant(source_ids), max_length=transformer.max_length)
+                                               (transformer.max_positions, 6)).astype("int32")
+    state = transformer.encode(tf.constant(source_ids), max_length=transformer.max_positions)
     lite_state = {key: value for key, value in decoder._encode(source_ids=source_ids).items()
                   if not key.startswith("limit_")}
-    for step in range(transformer.max_length):
+    for step in range(transformer.max_positions):
         logits, state = transformer.decode_step(tf.constant(tokens[step]), state, tf.constant(step))
         result = decoder._step(token_ids=tokens[step], step=np.int32(step), **lite_state)
         np.testing.assert_allclose(result.pop("logits"), logits, atol=2e-4)

@@ -207,7 +207,7 @@ def test_max_length_tied_to_the_source(g2p):
 
 def test_transformer_cache_sized_to_the_search():
     model = tiny_g2p_model(build_transformer_seq2seq, 1, num_layers=2, d_model=16, num_heads=2,
-                           dff=32, max_length=40)
+                           dff=32, max_positions=40)
     ids = model.source_tokenizer.encode(["adopt", "ado"]).to_tensor()
     state = model.encode(ids, max_length=6)
     assert state["layer_0_self_key"].shape[1] == 6
@@ -245,14 +245,14 @@ def test_buckets_are_not_reported_as_retracing(g2p):
 
 def test_transformer_through_the_translator():
     model = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
-                           dff=32, max_length=12)
+                           dff=32, max_positions=12)
     words = ["adopt", "adore", "ado"]
     ids, scores, lengths = model.generate(model.source_tokenizer.encode(words), method="beam",
                                           max_length=6)
     assert ids.shape == (3, 1, 6) and scores.shape == (3, 1) and lengths.shape == (3, 1)
     texts = model.translate(words, max_length=6)
     assert texts == model.target_tokenizer.decode_to_strings(ids[:, 0])
-    with pytest.raises(ValueError, match="max_length=12 target positions"):
+    with pytest.raises(ValueError, match="max_positions=12 target positions"):
         model.translate(words, max_length=13)
 
 
@@ -282,16 +282,16 @@ def test_one_source_limit_for_the_eager_and_the_graph_path(g2p):
 
 def test_transformer_position_table_is_one_rule_in_both_paths():
     model = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
-                           dff=32, max_length=12)
+                           dff=32, max_positions=12)
     with pytest.raises(SearchConfigError, match="max_source_length must be <= the model's "
-                                                "max_length=12") as caught:
+                                                "max_positions=12") as caught:
         model.translate(["adopt"], max_source_length=13)
     assert caught.value.field == "max_source_length"
     translator = Translator(model, method="greedy", jit_compile=False)
     too_long = ["abcdefghijklmnop"]  # 16 characters > the 12 positions
-    with pytest.raises(ValueError, match="more than max_length=12 tokens"):
+    with pytest.raises(ValueError, match="more than max_positions=12 tokens"):
         translator.translate(too_long)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_length=12 tokens"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than max_positions=12 tokens"):
         tf.function(lambda text: translator.translate_tensor(text)[0])(tf.constant(too_long))
     # with a limit, both paths cut to it
     cut = Translator(model, method="greedy", jit_compile=False, max_source_length=12)

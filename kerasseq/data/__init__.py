@@ -9,8 +9,8 @@ from kerasseq.data.cmudict import (
     load_cmudict_tokenizers,
     parse_cmudict_lines,
 )
-from kerasseq.data.dataset import make_dataset, make_source_dataset
-from kerasseq.data.datasets import learn_tokenizers, load_pairs, spread_sample
+from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
+from kerasseq.data.pipeline import make_dataset, make_source_dataset
 from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tokenizer import (
     END_ID,

@@ -44,7 +44,7 @@ OPTIONAL_ATTRIBUTES = {
     "start_id": "token fed at step 0 (default 2, kerasseq.data's START_ID)",
     "end_id": "token that ends a hypothesis (default 3, kerasseq.data's END_ID)",
     "max_target_length": "default max_length of a search",
-    "max_length": "a position table: most source tokens the model reads",
+    "max_positions": "a position table: most source tokens the model reads",
     "source_vocab_size": "source ids are checked against it",
     "source_length_multiple": "source columns are padded to multiples of it (default 8)",
     "check_search_config": "check_search_config(config): model-specific checks",
@@ -93,8 +93,8 @@ class Seq2SeqDecodable(Protocol):
     Optional attributes, read when present (`OPTIONAL_ATTRIBUTES`, the one
     list): `source_tokenizer` / `target_tokenizer` (text in and out),
     `start_id` / `end_id` (default 2 and 3), `max_target_length` (default
-    `max_length` of a search), `max_length` (a position table: sources are
-    cut to it in exports), `source_vocab_size` (id checks),
+    `max_length` of a search), `max_positions` (a position table: no source
+    is read beyond it), `source_vocab_size` (id checks),
     `source_length_multiple` (column bucket, default 8),
     `check_search_config(config)` (model-specific checks of a
     `SearchConfig`), `shared_state_keys` (state tensors that are the same

@@ -58,7 +58,7 @@ class LSTMEncoder(keras.layers.Layer):
         training: bool, enables dropout.
         use_cudnn: `None` (the layer's setting) or `False`: run Keras' own LSTM
             loop for this call even where the layer allows cuDNN. The models'
-            inference entry points (`RNNSeq2Seq.encode`, `attention_weights`)
+            inference entry points (`RNNSeq2Seq.encode`, `teacher_forced_attention`)
             pass `False`: their functions are compiled with XLA on a GPU, and an
             exported graph must run on a machine without cuDNN.
 

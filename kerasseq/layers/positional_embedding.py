@@ -49,14 +49,14 @@ class PositionalEmbedding(keras.layers.Layer):
     2017, "Attention Is All You Need", sections 3.4 and 3.5); see
     `positional_encoding` for `PE`. Token id 0 is padding: the layer emits the
     Keras mask `token_ids != 0`, which downstream kerasseq layers use as their
-    padding mask. The table is fixed (not trained) and covers `max_length`
+    padding mask. The table is fixed (not trained) and covers `max_positions`
     positions.
 
     Args:
         vocab_size: number of token ids (id 0 is reserved for padding).
         d_model: embedding size.
-        max_length: number of positions in the table; asking for a position
-            `>= max_length` raises a `ValueError` when the sequence length and
+        max_positions: number of positions in the table; asking for a position
+            `>= max_positions` raises a `ValueError` when the sequence length and
             `start_index` are static Python ints (eager calls, functional
             models with a fixed length); with dynamic shapes the TensorFlow
             slice op raises an `InvalidArgumentError` at run time instead.
@@ -73,23 +73,23 @@ class PositionalEmbedding(keras.layers.Layer):
 
     Example:
 
-    >>> layer = PositionalEmbedding(vocab_size=10, d_model=8, max_length=16)
+    >>> layer = PositionalEmbedding(vocab_size=10, d_model=8, max_positions=16)
     >>> y = layer(np.array([[5, 3, 0]]))
     >>> tuple(y.shape), ops.convert_to_numpy(layer.compute_mask(np.array([[5, 3, 0]])))
     ((1, 3, 8), array([[ True,  True, False]]))
     """
 
-    def __init__(self, vocab_size, d_model, max_length, **kwargs):
+    def __init__(self, vocab_size, d_model, max_positions, **kwargs):
         super().__init__(**kwargs)
         for name, value in (
             ("vocab_size", vocab_size),
             ("d_model", d_model),
-            ("max_length", max_length),
+            ("max_positions", max_positions),
         ):
             check_positive_int(name, value)
         self.vocab_size = vocab_size
         self.d_model = d_model
-        self.max_length = max_length
+        self.max_positions = max_positions
         self.token_embedding = keras.layers.Embedding(
             vocab_size,
             d_model,
@@ -97,8 +97,8 @@ class PositionalEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
-        self.encoding_table = positional_encoding(max_length, d_model)
-        # (max_length, d_model), numpy constant
+        self.encoding_table = positional_encoding(max_positions, d_model)
+        # (max_positions, d_model), numpy constant
 
     def build(self, token_ids_shape):
         self.token_embedding.build(token_ids_shape)
@@ -118,11 +118,11 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def _check_length(self, length, start_index):
         if isinstance(length, int) and isinstance(start_index, int):
-            if start_index < 0 or start_index + length > self.max_length:
+            if start_index < 0 or start_index + length > self.max_positions:
                 raise ValueError(
-                    "Positions must lie in [0, max_length). Received: "
+                    "Positions must lie in [0, max_positions). Received: "
                     f"start_index={start_index}, sequence length={length}, "
-                    f"max_length={self.max_length}"
+                    f"max_positions={self.max_positions}"
                 )
 
     def compute_mask(self, token_ids, mask=None):
@@ -137,7 +137,7 @@ class PositionalEmbedding(keras.layers.Layer):
             {
                 "vocab_size": self.vocab_size,
                 "d_model": self.d_model,
-                "max_length": self.max_length,
+                "max_positions": self.max_positions,
             }
         )
         return config

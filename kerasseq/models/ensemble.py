@@ -20,14 +20,13 @@ The state of the ensemble is one flat dict: member i's state tensors under
 attention) `attention_weights`, the members' mean, for the coverage penalty.
 """
 
-import inspect
 import math
 import numbers
 
 import keras
 from keras import ops
 
-from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
+from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK, encode_for_search
 from kerasseq.models.base import Seq2SeqModel
 
 MEMBER_PREFIX = "member_{}/"
@@ -65,7 +64,7 @@ class Ensemble(Seq2SeqModel):
       `source_mask`, so beam search keeps one copy of the source memory.
 
     Tokenizers, `start_id` / `end_id` and vocabulary sizes are those of the
-    first member; `max_target_length` and `max_length` (a position table)
+    first member; `max_target_length` and `max_positions` (a position table)
     are the smallest of the members'. The training call
     `[source_ids, target_in_ids] → log-probabilities` teacher-forces every
     member and averages the same way, so it equals `decode_step` at every
@@ -141,9 +140,9 @@ class Ensemble(Seq2SeqModel):
         return _smallest_int(self.members, "max_target_length")
 
     @property
-    def max_length(self):
-        """The smallest position table (`max_length`) of the members, or None."""
-        return _smallest_int(self.members, "max_length")
+    def max_positions(self):
+        """The smallest position table (`max_positions`) of the members, or None."""
+        return _smallest_int(self.members, "max_positions")
 
     @property
     def source_length_multiple(self):
@@ -185,10 +184,7 @@ class Ensemble(Seq2SeqModel):
         state = {SOURCE_MASK: ops.not_equal(source_ids, 0)}  # (batch_size, source_length)
         attention = []
         for index, member in enumerate(self.members):
-            takes_length = "max_length" in inspect.signature(member.encode).parameters
-            member_state = (member.encode(source_ids, max_length=max_length)
-                            if max_length is not None and takes_length
-                            else member.encode(source_ids))
+            member_state = encode_for_search(member, source_ids, max_length)
             state.update(_prefixed(member_state, index))
             attention.append(member_state.get(ATTENTION_WEIGHTS))
         if all(weights is not None for weights in attention):

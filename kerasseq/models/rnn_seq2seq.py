@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
 from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
 from kerasseq.models.base import Seq2SeqModel, build_seq2seq, check_shared_vocabulary
 
@@ -31,7 +32,7 @@ class RNNSeq2Seq(Seq2SeqModel):
     cuDNN's fused kernel, so on a GPU `fit` compiles with XLA
     (`jit_compile="auto"`) like the Transformer's. `use_cudnn="auto"` trains
     the encoder with cuDNN there instead, and Keras then trains without XLA.
-    Either way `encode` and `attention_weights` run Keras' own LSTM loop:
+    Either way `encode` and `teacher_forced_attention` run Keras' own LSTM loop:
     XLA cannot compile cuDNN's kernel, and an exported graph must also run on
     a machine without cuDNN.
 
@@ -121,17 +122,17 @@ class RNNSeq2Seq(Seq2SeqModel):
         memory = self.decoder.prepare_memory(initial_state, encoder_outputs, source_mask)
         state = {"decoder_state": initial_state, **memory}
         if self.decoder.attention is not None:
-            state["attention_weights"] = ops.zeros(ops.shape(source_ids), encoder_outputs.dtype)
+            state[ATTENTION_WEIGHTS] = ops.zeros(ops.shape(source_ids), encoder_outputs.dtype)
         return state
 
     def decode_step(self, token_ids, state, step):
-        memory = {key: state[key] for key in ("values", "keys", "source_mask", "context") if key in state}
+        memory = {key: state[key] for key in ("values", "keys", SOURCE_MASK, "context") if key in state}
         logits, new_decoder_state, weights = self.decoder.step(
             ops.cast(token_ids, "int32"), state["decoder_state"], memory, training=False
         )
         new_state = dict(state, decoder_state=new_decoder_state)
         if weights is not None:
-            new_state["attention_weights"] = ops.cast(weights, state["attention_weights"].dtype)
+            new_state[ATTENTION_WEIGHTS] = ops.cast(weights, state[ATTENTION_WEIGHTS].dtype)
         return ops.cast(logits, "float32"), new_state
 
     def check_search_config(self, config):
@@ -148,7 +149,7 @@ class RNNSeq2Seq(Seq2SeqModel):
                 f"coverage_penalty={config.coverage_penalty}"
             )
 
-    def attention_weights(self, source_ids, target_in_ids):
+    def teacher_forced_attention(self, source_ids, target_in_ids):
         """Teacher-forced attention weights `(batch_size, target_length, source_length)`."""
         encoder_outputs, final_state = self.encoder(source_ids, training=False, use_cudnn=False)
         _, weights = self.decoder(

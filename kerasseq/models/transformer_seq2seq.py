@@ -8,6 +8,7 @@ from keras import ops
 from kerasseq._replicas import sum_over_replicas
 from kerasseq._validation import check_int
 from kerasseq.alignment import guided_alignment_loss
+from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
 from kerasseq.layers import (
     PositionalEmbedding,
     TransformerDecoderBlock,
@@ -166,13 +167,13 @@ class TransformerSeq2Seq(Seq2SeqModel):
     `(batch_size, target_vocab_size)`. Its logits equal the teacher-forced
     call at every real (non-padding) target position.
 
-    Lengths. Positions come from a fixed table of `max_length` rows, so a
-    source longer than `max_length` tokens cannot be encoded: `generate` and
-    `translate` raise a `ValueError` naming `max_length` (trailing padding
-    beyond `max_length` is dropped, it changes nothing), and so does an eager
+    Lengths. Positions come from a fixed table of `max_positions` rows, so a
+    source longer than `max_positions` tokens cannot be encoded: `generate` and
+    `translate` raise a `ValueError` naming `max_positions` (trailing padding
+    beyond `max_positions` is dropped, it changes nothing), and so does an eager
     `encode`; inside a `tf.function` `encode` fails with an
     `InvalidArgumentError` carrying the same message. Targets are limited to
-    `max_length` tokens too (`max_target_length == max_length`).
+    `max_positions` tokens too (`max_target_length == max_positions`).
 
     Guided alignment (`guided_alignment_weight > 0`; Garg et al. 2019,
     OpenNMT-tf's `guided_alignment_weight`, fairseq's `transformer_align`).
@@ -190,7 +191,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     """
 
     def __init__(self, source_vocab_size, target_vocab_size, num_layers=2, d_model=128,
-                 num_heads=4, dff=512, dropout=0.1, max_length=64, share_embeddings=False,
+                 num_heads=4, dff=512, dropout=0.1, max_positions=64, share_embeddings=False,
                  tie_output=False, norm_first=False, layer_norm_epsilon=1e-5,
                  guided_alignment_weight=0.0, guided_alignment_layer=None,
                  guided_alignment_head=0, source_tokenizer=None, target_tokenizer=None,
@@ -200,17 +201,17 @@ class TransformerSeq2Seq(Seq2SeqModel):
         if self._init_as_clone((source_vocab_size, target_vocab_size, *args), kwargs):
             return
         _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
-                         dff, dropout, max_length, share_embeddings)
+                         dff, dropout, max_positions, share_embeddings)
         guided_alignment_weight, guided_alignment_layer, guided_alignment_head = (
             _check_guided_alignment(guided_alignment_weight, guided_alignment_layer,
                                     guided_alignment_head, num_layers, num_heads))
         block_args = dict(d_model=d_model, num_heads=num_heads, dff=dff, dropout=dropout,
                           norm_first=norm_first, layer_norm_epsilon=layer_norm_epsilon)
-        target_embedding = PositionalEmbedding(target_vocab_size, d_model, max_length,
+        target_embedding = PositionalEmbedding(target_vocab_size, d_model, max_positions,
                                                name="target_embedding")
         source_embedding = (
             target_embedding if share_embeddings
-            else PositionalEmbedding(source_vocab_size, d_model, max_length, name="source_embedding")
+            else PositionalEmbedding(source_vocab_size, d_model, max_positions, name="source_embedding")
         )
         encoder_blocks = [TransformerEncoderBlock(**block_args, name=f"encoder_block_{i}")
                           for i in range(num_layers)]
@@ -248,12 +249,12 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.key_dim = d_model // num_heads
         self.dff = dff
         self.dropout = dropout
-        self.max_length = max_length
+        self.max_positions = max_positions
         self.share_embeddings = share_embeddings
         self.tie_output = tie_output
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.max_target_length = max_length
+        self.max_target_length = max_positions
         self.guided_alignment_weight = guided_alignment_weight
         self.guided_alignment_layer = guided_alignment_layer
         self.guided_alignment_head = guided_alignment_head
@@ -324,27 +325,27 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
         Args:
             source_ids: int `(batch_size, source_length)`, 0 = padding.
-            max_length: optional int in `[1, self.max_length]`, the most
+            max_length: optional int in `[1, self.max_positions]`, the most
                 target tokens the search will generate: the self-attention
-                caches get that many positions (default `self.max_length`,
+                caches get that many positions (default `max_positions`,
                 the whole position table). A smaller cache is cheaper at
                 every step (attention and beam reordering run over it).
         """
         if max_length is None:
-            max_length = self.max_length
+            max_length = self.max_positions
         elif isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not (
-                1 <= max_length <= self.max_length):
-            raise ValueError(f"max_length must be an int in [1, {self.max_length}] (the position "
+                1 <= max_length <= self.max_positions):
+            raise ValueError(f"max_length must be an int in [1, {self.max_positions}] (the position "
                              f"table). Received: max_length={max_length!r}")
-        source_ids = self._drop_padding_beyond_max_length(ops.cast(source_ids, "int32"))
-        # (batch_size, source_length <= max_length)
+        source_ids = self._drop_padding_beyond_max_positions(ops.cast(source_ids, "int32"))
+        # (batch_size, source_length <= max_positions)
         source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
         encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
                                          self.encoder_blocks, self.encoder_norm,
                                          source_ids, source_mask, training=False)
         # (batch_size, source_length, d_model)
         batch_size = ops.shape(source_ids)[0]
-        state = {"source_mask": source_mask}
+        state = {SOURCE_MASK: source_mask}
         for i, block in enumerate(self.decoder_blocks):
             (self_key, self_value), (cross_key, cross_value) = block.build_cache(
                 batch_size, int(max_length), encoder_outputs
@@ -353,7 +354,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             # cross: each (batch_size, source_length, num_heads, key_dim)
             state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)] = cross_key, cross_value
             state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)] = self_key, self_value
-        state["attention_weights"] = ops.zeros(ops.shape(source_ids), "float32")
+        state[ATTENTION_WEIGHTS] = ops.zeros(ops.shape(source_ids), "float32")
         return state
 
     @property
@@ -381,7 +382,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 (state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)]),
             )
             x, (self_cache, _), scores = block.call_step(
-                x, step, cache, encoder_padding_mask=state["source_mask"], training=False,
+                x, step, cache, encoder_padding_mask=state[SOURCE_MASK], training=False,
             )
             # x (batch_size, 1, d_model); scores (batch_size, num_heads, 1, source_length)
             new_state[SELF_KEY.format(i)], new_state[SELF_VALUE.format(i)] = self_cache
@@ -390,7 +391,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         logits = self.output_projection(x)[:, 0, :]  # (batch_size, target_vocab_size)
-        new_state["attention_weights"] = weights / len(self.decoder_blocks)
+        new_state[ATTENTION_WEIGHTS] = weights / len(self.decoder_blocks)
         return ops.cast(logits, "float32"), new_state
 
     def check_search_config(self, config):
@@ -398,45 +399,45 @@ class TransformerSeq2Seq(Seq2SeqModel):
 
         Raises:
             SearchConfigError: (a `ValueError`) `max_length` (target tokens)
-                or `max_source_length` exceeds the model's `max_length` (its
+                or `max_source_length` exceeds the model's `max_positions` (its
                 self-attention cache and position tables); `.field` names it.
         """
         from kerasseq.decoding.config import SearchConfigError
 
-        if config.max_length is not None and config.max_length > self.max_length:
+        if config.max_length is not None and config.max_length > self.max_positions:
             raise SearchConfigError(
                 "max_length",
                 "The Transformer's self-attention cache and position table hold "
-                f"max_length={self.max_length} target positions. Received: "
+                f"max_positions={self.max_positions} target positions. Received: "
                 f"max_length={config.max_length}"
             )
-        if config.max_source_length is not None and config.max_source_length > self.max_length:
+        if config.max_source_length is not None and config.max_source_length > self.max_positions:
             raise SearchConfigError(
                 "max_source_length",
-                f"max_source_length must be <= the model's max_length={self.max_length} "
+                f"max_source_length must be <= the model's max_positions={self.max_positions} "
                 f"(its position table). Received: max_source_length={config.max_source_length}"
             )
 
     def trim_source_ids(self, source_ids):
-        return self._drop_padding_beyond_max_length(source_ids)
+        return self._drop_padding_beyond_max_positions(source_ids)
 
-    def _drop_padding_beyond_max_length(self, source_ids):
-        """Keeps the first `max_length` columns; the dropped ones must be padding."""
+    def _drop_padding_beyond_max_positions(self, source_ids):
+        """Keeps the first `max_positions` columns; the dropped ones must be padding."""
         message = (
-            f"A source has more than max_length={self.max_length} tokens, the length of "
+            f"A source has more than max_positions={self.max_positions} tokens, the length of "
             "the model's position table. Shorten or split the input, or build the model "
-            "with a larger max_length."
+            "with a larger max_positions."
         )
         if isinstance(source_ids, np.ndarray) or tf.executing_eagerly():
             array = np.asarray(source_ids)
             real_lengths = np.where(array != 0, np.arange(array.shape[1]) + 1, 0).max(axis=1, initial=0)
-            if real_lengths.size and real_lengths.max() > self.max_length:
+            if real_lengths.size and real_lengths.max() > self.max_positions:
                 raise ValueError(f"{message} Received: source length={int(real_lengths.max())}")
-            return source_ids[:, : self.max_length]
-        dropped = source_ids[:, self.max_length:]
+            return source_ids[:, : self.max_positions]
+        dropped = source_ids[:, self.max_positions:]
         check = tf.debugging.assert_equal(tf.reduce_any(dropped != 0), False, message=message)
         with tf.control_dependencies([check]):
-            return tf.identity(source_ids[:, : self.max_length])
+            return tf.identity(source_ids[:, : self.max_positions])
 
     # ------------------------------------------------------------ plotting
     def cross_attention_weights(self, source_ids, target_in_ids, layer=-1):
@@ -454,17 +455,17 @@ class TransformerSeq2Seq(Seq2SeqModel):
         _, scores = self._teacher_forced(source_ids, target_in_ids, training=False)
         return ops.cast(scores[layer], "float32")
 
-    def attention_weights(self, source_ids, target_in_ids):
+    def teacher_forced_attention(self, source_ids, target_in_ids):
         """Head-averaged last-layer cross-attention `(batch_size, target_length, source_length)`
-        (the same shape as `RNNSeq2Seq.attention_weights`, for the plotting helpers)."""
+        (the same shape as `RNNSeq2Seq.teacher_forced_attention`, for the plotting helpers)."""
         return ops.mean(self.cross_attention_weights(source_ids, target_in_ids), axis=1)
 
 
 def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
-                     dff, dropout, max_length, share_embeddings):
+                     dff, dropout, max_positions, share_embeddings):
     resolve_vocab_sizes(source_vocab_size, target_vocab_size, None, None)
     for name, value in (("num_layers", num_layers), ("d_model", d_model), ("num_heads", num_heads),
-                        ("dff", dff), ("max_length", max_length)):
+                        ("dff", dff), ("max_positions", max_positions)):
         check_int(name, value)
     if d_model % num_heads:
         raise ValueError(
@@ -499,7 +500,7 @@ def _check_guided_alignment(weight, layer, head, num_layers, num_heads):
 
 
 def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, num_layers=2,
-                              d_model=128, num_heads=4, dff=512, dropout=0.1, max_length=64,
+                              d_model=128, num_heads=4, dff=512, dropout=0.1, max_positions=64,
                               share_embeddings=False, tie_output=False, norm_first=False,
                               source_tokenizer=None, target_tokenizer=None, **kwargs):
     """Build the Transformer encoder–decoder as a functional `keras.Model`.
@@ -512,8 +513,10 @@ def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, nu
         num_heads: int, attention heads (h); `key_dim = d_model // num_heads`.
         dff: int, feed-forward hidden width.
         dropout: float in `[0, 1)`, used on embeddings and in every sublayer.
-        max_length: int, positions in the positional tables and in the
-            self-attention cache: the longest source and target.
+        max_positions: int, positions in the positional tables and in the
+            self-attention cache: the longest source and target (keras-hub's
+            `sequence_length`). Not a search setting: a search's
+            `max_length` (target tokens) may be smaller.
         share_embeddings: one embedding matrix for source and target (needs
             `source_vocab_size == target_vocab_size`).
         tie_output: compute logits with the transposed target embedding
@@ -541,6 +544,6 @@ def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, nu
     return build_seq2seq(
         TransformerSeq2Seq, source_vocab_size, target_vocab_size, source_tokenizer,
         target_tokenizer, num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
-        dropout=dropout, max_length=max_length, share_embeddings=share_embeddings,
+        dropout=dropout, max_positions=max_positions, share_embeddings=share_embeddings,
         tie_output=tie_output, norm_first=norm_first, **kwargs,
     )

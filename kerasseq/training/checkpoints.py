@@ -38,7 +38,12 @@ import shutil
 import keras
 import numpy as np
 
-from kerasseq._files import replace_atomically, write_text_atomically
+from kerasseq._files import (
+    remove_stale_siblings,
+    replace_atomically,
+    temporary_path,
+    write_text_atomically,
+)
 from kerasseq._validation import check_positive_int
 
 METADATA_FILE = "training_metadata.json"
@@ -226,7 +231,11 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
         parts = os.path.normpath(os.fspath(filepath)).split(os.sep)
         fixed = next(i for i, part in enumerate(parts) if "{" in part or i == len(parts) - 1)
         self._target_dir = os.sep.join(parts[:fixed]) or os.curdir
-        self._staging_dir = os.path.join(self._target_dir, f".checkpoint.tmp-{os.getpid()}")
+        # `.checkpoint.tmp-PID-TOKEN`, kerasseq._files' one scheme; a killed
+        # run's staging directory is removed by the next run in that directory.
+        staged_name = os.path.join(self._target_dir, "checkpoint")
+        remove_stale_siblings(staged_name)
+        self._staging_dir = temporary_path(staged_name)
         super().__init__(os.path.join(self._staging_dir, *parts[fixed:]), *args, **kwargs)
 
     def on_train_batch_end(self, batch, logs=None):

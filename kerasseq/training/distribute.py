@@ -134,7 +134,7 @@ def pad_batches_to_multiple(dataset, multiple):
     """
     import tensorflow as tf
 
-    from kerasseq.data.dataset import join_inputs, split_inputs
+    from kerasseq.data.pipeline import join_inputs, split_inputs
     from kerasseq.data.tokenizer import END_ID, START_ID
 
     multiple = check_positive_int("multiple", multiple)

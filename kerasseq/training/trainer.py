@@ -54,7 +54,7 @@ def _neutral_batch(element_spec):
     """One neutral teacher-forcing batch matching `element_spec` (see module docstring)."""
     import tensorflow as tf
 
-    from kerasseq.data.dataset import join_inputs, split_inputs
+    from kerasseq.data.pipeline import join_inputs, split_inputs
     from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
     try:

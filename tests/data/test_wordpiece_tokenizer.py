@@ -309,7 +309,7 @@ def test_transformer_takes_wordpiece_tokenizers(tokenizers):
     keras.utils.set_random_seed(0)
     source, target = tokenizers
     model = build_transformer_seq2seq(num_layers=1, d_model=16, num_heads=2, dff=32,
-                                      max_length=32, source_tokenizer=source,
+                                      max_positions=32, source_tokenizer=source,
                                       target_tokenizer=target)
     translations = model.translate([s for s, _ in PAIRS[:2]], num_beams=2, max_length=6,
                                    jit_compile=False)

@@ -60,7 +60,7 @@ def test_extra_source_padding_changes_nothing():
 
 def test_keras_mask_of_the_context_is_used():
     x, _, _ = _inputs(np.random.default_rng(3))
-    embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_length=10)
+    embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_positions=10)
     source_ids = np.array([[3, 4, 0, 0, 0], [5, 6, 7, 8, 1]])
     context = embedding(source_ids)
     layer = CrossAttention(d_model=8, num_heads=2)

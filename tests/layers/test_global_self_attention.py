@@ -38,7 +38,7 @@ def test_extra_padding_changes_nothing_and_keras_mask_is_used():
     padded = layer(x[:1], encoder_padding_mask=padding_mask[:1])
     np.testing.assert_allclose(padded[:, :4], short, atol=1e-5)
 
-    embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_length=10)
+    embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_positions=10)
     token_ids = np.array([[3, 4, 5, 0, 0]])
     embedded = embedding(token_ids)  # carries the mask token_ids != 0
     np.testing.assert_allclose(

@@ -42,7 +42,7 @@ def test_table_matches_the_formula_elementwise():
 
 
 def test_output_is_scaled_embedding_plus_encoding_and_mask_is_propagated():
-    layer = PositionalEmbedding(vocab_size=11, d_model=6, max_length=8)
+    layer = PositionalEmbedding(vocab_size=11, d_model=6, max_positions=8)
     token_ids = np.array([[4, 7, 2, 0, 0], [1, 2, 3, 4, 5]])
     outputs = layer(token_ids)
     embeddings = keras.ops.convert_to_numpy(layer.token_embedding.embeddings)
@@ -53,7 +53,7 @@ def test_output_is_scaled_embedding_plus_encoding_and_mask_is_propagated():
 
 
 def test_start_index_gives_the_encoding_of_that_position():
-    layer = PositionalEmbedding(vocab_size=11, d_model=6, max_length=8)
+    layer = PositionalEmbedding(vocab_size=11, d_model=6, max_positions=8)
     token_ids = np.array([[4, 7, 2, 9, 3]])
     full = keras.ops.convert_to_numpy(layer(token_ids))
     for t in range(5):
@@ -65,18 +65,18 @@ def test_start_index_gives_the_encoding_of_that_position():
 
 
 def test_too_long_sequence_raises():
-    layer = PositionalEmbedding(vocab_size=11, d_model=6, max_length=4)
-    with pytest.raises(ValueError, match="max_length=4"):
+    layer = PositionalEmbedding(vocab_size=11, d_model=6, max_positions=4)
+    with pytest.raises(ValueError, match="max_positions=4"):
         layer(np.ones((1, 5), "int32"))
     with pytest.raises(ValueError, match="start_index=4"):
         layer(np.ones((1, 1), "int32"), start_index=4)
     with pytest.raises(ValueError, match="d_model must be >= 1"):
-        PositionalEmbedding(vocab_size=11, d_model=0, max_length=4)
+        PositionalEmbedding(vocab_size=11, d_model=0, max_positions=4)
 
 
 def test_mask_reaches_the_next_layer_in_a_functional_model():
     inputs = keras.Input((None,), dtype="int32")
-    embedded = PositionalEmbedding(vocab_size=11, d_model=6, max_length=8)(inputs)
+    embedded = PositionalEmbedding(vocab_size=11, d_model=6, max_positions=8)(inputs)
     pooled = keras.layers.GlobalAveragePooling1D()(embedded)  # mask-aware
     model = keras.Model(inputs, [embedded, pooled])
     token_ids = np.array([[4, 7, 0, 0]])
@@ -90,6 +90,6 @@ def test_check_layer():
     token_ids = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 0, 0]], dtype="int32")
     check_layer(
         PositionalEmbedding,
-        {"vocab_size": 10, "d_model": 8, "max_length": 12},
+        {"vocab_size": 10, "d_model": 8, "max_positions": 12},
         token_ids,
     )

@@ -77,8 +77,8 @@ def test_extra_source_padding_changes_nothing():
 def test_keras_masks_on_inputs_are_honoured():
     target_ids = np.array([[1, 4, 5, 0], [2, 3, 4, 5]])
     source_ids = np.array([[6, 7, 0, 0, 0], [6, 7, 8, 9, 1]])
-    target_embedding = PositionalEmbedding(vocab_size=10, d_model=8, max_length=8)
-    source_embedding = PositionalEmbedding(vocab_size=10, d_model=8, max_length=8)
+    target_embedding = PositionalEmbedding(vocab_size=10, d_model=8, max_positions=8)
+    source_embedding = PositionalEmbedding(vocab_size=10, d_model=8, max_positions=8)
     block = _block()
     x, context = target_embedding(target_ids), source_embedding(source_ids)
     implicit, scores = block(x, context, return_attention_scores=True)
@@ -194,8 +194,8 @@ def test_check_layer_with_attention_scores():
 def test_no_nan_under_mixed_float16():
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        target_embedding = PositionalEmbedding(vocab_size=50, d_model=16, max_length=12)
-        source_embedding = PositionalEmbedding(vocab_size=50, d_model=16, max_length=12)
+        target_embedding = PositionalEmbedding(vocab_size=50, d_model=16, max_positions=12)
+        source_embedding = PositionalEmbedding(vocab_size=50, d_model=16, max_positions=12)
         block = TransformerDecoderBlock(d_model=16, num_heads=4, dff=32)
         target_ids = np.array([[1, 7, 9, 0, 0], [1, 2, 3, 4, 5], [1, 0, 0, 0, 0]])
         source_ids = np.array(
@@ -240,7 +240,7 @@ def test_decoder_only_matches_keras_hub_without_encoder():
 
 def test_decoder_only_language_model_generates_through_its_cache(tmp_path):
     vocab_size, length = 11, 6
-    embedding = PositionalEmbedding(vocab_size, D_MODEL, max_length=length)
+    embedding = PositionalEmbedding(vocab_size, D_MODEL, max_positions=length)
     block = _block()
     head = keras.layers.Dense(vocab_size)
     ids = keras.Input((None,), dtype="int32")

@@ -44,7 +44,7 @@ def test_extra_padding_changes_nothing_and_mask_is_propagated():
     padded = block(x[:1], encoder_padding_mask=padding_mask[:1])
     np.testing.assert_allclose(padded[:, :4], short, atol=1e-5)
 
-    embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_length=10)
+    embedding = PositionalEmbedding(vocab_size=9, d_model=8, max_positions=10)
     token_ids = np.array([[3, 4, 5, 0, 0]])
     outputs = block(embedding(token_ids))
     np.testing.assert_array_equal(outputs._keras_mask, token_ids != 0)
@@ -66,7 +66,7 @@ def test_errors_name_the_argument():
 def test_no_nan_under_mixed_float16():
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        embedding = PositionalEmbedding(vocab_size=50, d_model=16, max_length=12)
+        embedding = PositionalEmbedding(vocab_size=50, d_model=16, max_positions=12)
         block = TransformerEncoderBlock(d_model=16, num_heads=4, dff=32)
         token_ids = np.array(
             [[5, 9, 3, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 2, 3, 4, 5, 6]]

@@ -14,7 +14,7 @@ SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 5, 0, 0, 0, 0], [6, 6, 6, 6, 6, 6]], 
 BUILDERS = {
     "rnn": lambda **kwargs: build_rnn_seq2seq(embedding_dim=6, units=8, **kwargs),
     "transformer": lambda **kwargs: build_transformer_seq2seq(
-        num_layers=1, d_model=16, num_heads=4, dff=32, max_length=16, **kwargs),
+        num_layers=1, d_model=16, num_heads=4, dff=32, max_positions=16, **kwargs),
 }
 
 

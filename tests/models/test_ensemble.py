@@ -30,7 +30,7 @@ def members():
     rnn, words, _ = trained_tiny_g2p_rnn(seed=7, epochs=8)
     transformer, _ = train_on_tiny_g2p(
         tiny_g2p_model(build_transformer_seq2seq, 8, num_layers=1, d_model=16, num_heads=2,
-                       dff=32, dropout=0.0, max_length=12),
+                       dff=32, dropout=0.0, max_positions=12),
         epochs=8)
     return rnn, transformer, words
 
@@ -113,18 +113,18 @@ def test_beam_search_on_an_ensemble_of_two_trained_models(members, source_ids):
 
 def test_limits_are_the_smallest_of_the_members():
     _, _, source, target = tiny_g2p()
-    short = build_transformer_seq2seq(num_layers=1, d_model=8, num_heads=2, dff=16, max_length=8,
+    short = build_transformer_seq2seq(num_layers=1, d_model=8, num_heads=2, dff=16, max_positions=8,
                                       source_tokenizer=source, target_tokenizer=target)
-    long = build_transformer_seq2seq(num_layers=1, d_model=8, num_heads=2, dff=16, max_length=16,
+    long = build_transformer_seq2seq(num_layers=1, d_model=8, num_heads=2, dff=16, max_positions=16,
                                      source_tokenizer=source, target_tokenizer=target)
     rnn = build_rnn_seq2seq(embedding_dim=8, units=8, max_target_length=20,
                             source_tokenizer=source, target_tokenizer=target)
     ensemble = Ensemble([long, rnn, short])
-    assert ensemble.max_length == 8 and ensemble.max_target_length == 8
+    assert ensemble.max_positions == 8 and ensemble.max_target_length == 8
     assert ensemble.source_length_multiple == 8
-    with pytest.raises(ValueError, match="max_length=8"):
+    with pytest.raises(ValueError, match="max_positions=8"):
         ensemble.generate(np.ones([1, 12], np.int32) * 5, jit_compile=False)
-    with pytest.raises(ValueError, match="max_length=8"):
+    with pytest.raises(ValueError, match="max_positions=8"):
         ensemble.translator(max_length=12)
     token_ids, _, _ = ensemble.generate(np.ones([2, 6], np.int32) * 5, jit_compile=False)
     assert token_ids.shape == (2, 8)

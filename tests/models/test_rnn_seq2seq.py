@@ -61,7 +61,7 @@ def test_padding_invariance(attention):
 
 
 def test_attention_weights_are_a_distribution_over_real_source():
-    weights = np.asarray(small_model().attention_weights(SOURCE, TARGET_IN))
+    weights = np.asarray(small_model().teacher_forced_attention(SOURCE, TARGET_IN))
     assert weights.shape == (3, 5, 6)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
     assert np.all(weights[1, :, 2:] == 0)

@@ -15,7 +15,7 @@ from tests.models.seq2seq_checks import SOURCE, TARGET_IN, TARGET_OUT
 def small_model(num_layers=2, **kwargs):
     kwargs.setdefault("dropout", 0.1)  # inactive at inference; checks training=False paths
     return build_transformer_seq2seq(12, 11, num_layers=num_layers, d_model=16, num_heads=4,
-                                     dff=32, max_length=16, **kwargs)
+                                     dff=32, max_positions=16, **kwargs)
 
 
 @pytest.mark.parametrize("num_layers", [1, 2])
@@ -80,7 +80,7 @@ def test_cross_attention_weights():
     assert np.all(weights[1, :, :, 2:] == 0)
     first = np.asarray(model.cross_attention_weights(SOURCE, TARGET_IN, layer=0))
     assert not np.allclose(first, weights)
-    assert tuple(model.attention_weights(SOURCE, TARGET_IN).shape) == (3, 5, 6)
+    assert tuple(model.teacher_forced_attention(SOURCE, TARGET_IN).shape) == (3, 5, 6)
 
 
 def test_share_embeddings_and_tie_output_serialize(tmp_path):
@@ -136,18 +136,18 @@ def test_bad_arguments_name_themselves():
         build_transformer_seq2seq(None, 11)
 
 
-def test_source_longer_than_max_length_is_rejected():
-    model = small_model(1)  # max_length=16
+def test_source_longer_than_max_positions_is_rejected():
+    model = small_model(1)  # max_positions=16
     long_source = np.full((2, 17), 5, "int32")
-    with pytest.raises(ValueError, match=r"max_length=16.*source length=17"):
+    with pytest.raises(ValueError, match=r"max_positions=16.*source length=17"):
         model.generate(long_source)
-    with pytest.raises(ValueError, match="max_length=16"):
+    with pytest.raises(ValueError, match="max_positions=16"):
         model.encode(long_source)
     # Trailing padding beyond max_length is dropped: it changes nothing.
     padded = np.pad(SOURCE, ((0, 0), (0, 20)))
     np.testing.assert_array_equal(np.asarray(model.generate(padded, max_length=5)[0]),
                                   np.asarray(model.generate(SOURCE, max_length=5)[0]))
-    with pytest.raises(ValueError, match=r"max_length=16.*max_length=17"):
+    with pytest.raises(ValueError, match=r"max_positions=16.*max_length=17"):
         model.generate(SOURCE, max_length=17)
 
 
@@ -181,7 +181,7 @@ def test_mixed_precision_forward_is_finite_and_float32():
 def trained_g2p():
     """A tiny Transformer trained to memorise 30 words (150 optimizer steps)."""
     model = tiny_g2p_model(build_transformer_seq2seq, 7, num_layers=1, d_model=64, num_heads=4,
-                           dff=128, dropout=0.0, max_length=16)
+                           dff=128, dropout=0.0, max_positions=16)
     return train_on_tiny_g2p(model, epochs=50, learning_rate=3e-3, clipnorm=1.0,  # 3 batches per epoch
                              metrics=[MaskedTokenAccuracy()])
 
@@ -203,7 +203,7 @@ def test_beam_scores_equal_teacher_forced_log_probabilities(trained_g2p):
 
 def test_translate_errors_and_coverage_penalty(trained_g2p):
     model, _ = trained_g2p
-    with pytest.raises(ValueError, match="max_length=16"):
+    with pytest.raises(ValueError, match="max_positions=16"):
         model.translate("a" * 40)
     assert model.translate([""]) == [""]  # blank: nothing to search
     assert isinstance(model.translate("cat", method="beam", num_beams=3, coverage_penalty=0.2), str)

@@ -43,7 +43,7 @@ def build(name, dropout=0.1):
         return build_rnn_seq2seq(embedding_dim=8, units=8, dropout=dropout, **tokenizers,
                                  **settings)
     return build_transformer_seq2seq(num_layers=1, d_model=8, num_heads=2, dff=16,
-                                     dropout=dropout, max_length=16, **tokenizers)
+                                     dropout=dropout, max_positions=16, **tokenizers)
 
 
 def arrays():

@@ -72,7 +72,7 @@ def build(name):
         keras.utils.set_random_seed(0)
         if name == "transformer":
             model = build_transformer_seq2seq(12, 12, num_layers=1, d_model=8, num_heads=2, dff=16,
-                                              dropout=0.0, max_length=8)
+                                              dropout=0.0, max_positions=8)
         else:
             model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8, attention="bahdanau")
         smoothing = 0.1 if name == "smoothing" else 0.0
