@@ -35,6 +35,7 @@ import types
 import tensorflow as tf
 
 from kerasseq._files import replace_directory_atomically
+from kerasseq._messages import first_line
 from kerasseq.decoding import contract
 from kerasseq.translator import SearchConfig, Translator, check_model
 
@@ -43,6 +44,8 @@ __all__ = [
     "Translator",
     "check_export_path",
     "export_translator",
+    "is_saved_model",
+    "load_translator",
     "read_metadata",
 ]
 
@@ -374,8 +377,71 @@ def read_metadata(path):
     return metadata
 
 
-def _is_saved_model_dir(path):
+def is_saved_model(path):
+    """True for a SavedModel directory (one holding `saved_model.pb`)."""
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+
+# The output each signature must have, besides its tf.string input `text`.
+_SIGNATURE_OUTPUTS = {SERVING_SIGNATURE: "translation", NBEST_SIGNATURE: "translations",
+                      ALIGNMENTS_SIGNATURE: "alignment"}
+
+
+def load_translator(path, signature=SERVING_SIGNATURE):
+    """Load an export of `export_translator`: `(translate, metadata)`.
+
+    The one loader of the export format, with plain TensorFlow (kerasseq's
+    classes are not needed to serve; `kerasseq translate EXPORT_DIR` uses
+    this). Checks, each a `ValueError` naming `path` and what to do: the
+    directory is a kerasseq export (`read_metadata`), it loads, and the
+    signature exists and maps a `tf.string` `text` to its output
+    (`translation`, `translations` or `alignment`).
+
+    Args:
+        path: str, the SavedModel directory.
+        signature: `"serving_default"`, `"translate_nbest"` or
+            `"translate_alignments"`.
+
+    Returns:
+        `translate(texts) -> {output name: numpy array}` for a list of str,
+        and the metadata dict (`read_metadata`).
+
+    Raises:
+        ValueError: as above.
+    """
+    if signature not in _SIGNATURE_OUTPUTS:
+        raise ValueError(f"signature must be one of {sorted(_SIGNATURE_OUTPUTS)}. "
+                         f"Received: signature={signature!r}")
+    metadata = read_metadata(path)
+    if metadata is None:
+        raise ValueError(f"{path!r} is a SavedModel but not a kerasseq translator (no "
+                         f"{METADATA_PATH} with format {METADATA_FORMAT!r}); export one with "
+                         "`kerasseq export MODEL_DIR EXPORT_DIR`")
+    if signature == ALIGNMENTS_SIGNATURE and signature not in metadata.get("signatures", {}):
+        raise ValueError(f"{path!r} has no {signature} signature; re-export with "
+                         "`kerasseq export MODEL_DIR EXPORT_DIR --alignments`")
+    try:
+        loaded = tf.saved_model.load(path)
+    except Exception as error:  # noqa: BLE001  (reported as one line)
+        raise ValueError(f"{path!r} is not a loadable SavedModel: {first_line(error)}") from None
+    if signature not in loaded.signatures:
+        raise ValueError(f"{path!r} has no {signature} signature")
+    function = loaded.signatures[signature]
+    output = _SIGNATURE_OUTPUTS[signature]
+    _, inputs = function.structured_input_signature
+    text = inputs.get("text")
+    if (set(inputs) != {"text"} or text.dtype != tf.string
+            or output not in function.structured_outputs):
+        raise ValueError(f"{path!r}: the {signature} signature does not map a tf.string 'text' "
+                         f"to '{output}' ({METADATA_PATH} may have been copied from another "
+                         "export)")
+
+    def translate(texts):
+        outputs = function(text=tf.constant(list(texts), tf.string))
+        return {name: value.numpy() for name, value in outputs.items()}
+
+    translate.saved_model = loaded  # keeps the loaded object (and its tables) alive
+    return translate, metadata
 
 
 def _unreplaceable_content(path):
@@ -389,7 +455,7 @@ def _unreplaceable_content(path):
         None, or a phrase for the error message.
     """
     if os.path.islink(path):
-        if _is_saved_model_dir(path):
+        if is_saved_model(path):
             return None
         target = os.readlink(path)
         if not os.path.exists(path):
@@ -397,7 +463,7 @@ def _unreplaceable_content(path):
         content = _unreplaceable_content(os.path.realpath(path)) or "an empty directory"
         return f"a symbolic link to {target!r}, which holds {content}"
     if os.path.isdir(path):
-        if _is_saved_model_dir(path):
+        if is_saved_model(path):
             return None
         try:
             entries = sorted(os.listdir(path))

@@ -40,7 +40,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq._validation import check_int
+from kerasseq._buckets import pad_rows, row_edges, smallest_edge, source_bucket_edges
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 from kerasseq.decoding import contract
 from kerasseq.decoding.beam_search import beam_search_loop
@@ -53,94 +53,11 @@ from kerasseq.decoding.sampling import sample_loop, sampling_seed
 # at run time (an export without `max_source_length`): longer sources are
 # padded to their own length.
 GRAPH_BUCKET_LIMIT = 1024
-# Row buckets of `batch_buckets="pow2"`.
-POW2_BUCKETS = tuple(1 << power for power in range(31))
-
 # A string is "blank" when it holds nothing but the characters Python's
 # `str.strip()` removes: ASCII whitespace, vertical tab, the separators
 # U+001C..U+001F and U+0085, and every Unicode space/line/paragraph separator
 # (category Z). RE2 syntax (used by `tf.strings.regex_full_match`).
 BLANK_PATTERN = r"[\s\v\x{1c}-\x{1f}\x{85}\p{Z}]*"
-
-
-def source_bucket_edges(multiple, scheme="geometric", up_to=1 << 16):
-    """The source-length buckets, increasing: multiples of `multiple`.
-
-    `"multiple"`: m, 2m, 3m, ...; `"geometric"`: m, 2m, 3m, 4m, 6m, 8m, 12m,
-    16m, ... (2^k m and 3 * 2^k m). Both the eager path and the exported
-    graph pad to these edges (`Translator`'s one bucketing step,
-    `_pad_to_bucket`; `source_bucket_length` gives the same answer in Python).
-    """
-    if scheme == "multiple":
-        return list(range(multiple, up_to + multiple, multiple))
-    edges, power = [multiple], multiple
-    while edges[-1] < up_to:
-        power *= 2
-        edges += [power, power * 3 // 2]  # 2m, 3m, 4m, 6m, 8m, 12m, ...
-    return edges
-
-
-def source_bucket_length(length, multiple, scheme="geometric"):
-    """Smallest bucket edge >= `length` (and >= `multiple`): Python int."""
-    for edge in source_bucket_edges(multiple, scheme, up_to=max(length, multiple)):
-        if edge >= length:
-            return edge
-    return -(-length // multiple) * multiple
-
-
-def _row_edges(buckets):
-    """The row buckets of `batch_buckets` (`"pow2"` or an increasing sequence)."""
-    return POW2_BUCKETS if buckets is True or buckets == "pow2" else tuple(sorted(buckets))
-
-
-def smallest_edge(edges, value):
-    """The smallest of the increasing `edges` that is >= `value`, else `value`.
-
-    TensorFlow ops, so the same code runs eagerly and inside a graph whose
-    `value` is known only at run time (an export).
-
-    Args:
-        edges: a sequence of Python ints, increasing.
-        value: int or int32 scalar tensor.
-
-    Returns:
-        int32 scalar tensor.
-    """
-    edges = tf.constant(edges, tf.int32)
-    value = tf.convert_to_tensor(value, tf.int32)
-    fitting = tf.boolean_mask(edges, edges >= value)
-    return tf.cond(tf.size(fitting) > 0, lambda: fitting[0], lambda: value)
-
-
-def bucket_size(batch_size, buckets="pow2"):
-    """Smallest row bucket that holds `batch_size` rows (a Python int).
-
-    Args:
-        batch_size: Python int >= 1.
-        buckets: `"pow2"` for powers of two, or an increasing sequence of
-            ints such as `(8, 32, 128)`; a batch larger than the last bucket
-            keeps its size.
-
-    Example:
-
-    >>> bucket_size(5)
-    8
-    >>> bucket_size(5, buckets=(4, 16))
-    16
-    """
-    check_int("batch_size", batch_size, 1)
-    return int(smallest_edge(_row_edges(buckets), batch_size))
-
-
-def pad_rows(tensor, rows):
-    """`tensor` with rows appended up to `rows` (int or int32 scalar tensor).
-
-    The extra rows repeat row 0, so they are valid model inputs (an all-padding
-    source could make attention divide by zero); their outputs are dropped.
-    """
-    present = tf.shape(tensor)[0]
-    extra = tf.zeros([rows - present], tf.int32)  # (rows - present,)
-    return tf.gather(tensor, tf.concat([tf.range(present), extra], axis=0))
 
 
 def _is_int(value):
@@ -483,7 +400,7 @@ class Translator:
         columns = smallest_edge(edges, tf.maximum(length, 1))
         source_ids = tf.pad(source_ids, [[0, 0], [0, columns - length]])  # (rows, columns)
         if self.config.batch_buckets is not None:
-            source_ids = pad_rows(source_ids, smallest_edge(_row_edges(self.config.batch_buckets),
+            source_ids = pad_rows(source_ids, smallest_edge(row_edges(self.config.batch_buckets),
                                                             rows))  # (padded_rows, columns)
         return source_ids
 

@@ -158,15 +158,14 @@ def train(args):
     """
     import keras
 
-    from kerasseq.data import make_dataset
     from kerasseq.training import (
         MaskedSparseCategoricalCrossentropy,
         MaskedTokenAccuracy,
         NonFiniteLossError,
         TrainingRun,
     )
-    from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
-    from kerasseq.training.trainer import WorkerLostError, sharded_dataset_fn
+    from kerasseq.training.distribute import get_strategy
+    from kerasseq.training.trainer import WorkerLostError
 
     strategy_name = args.strategy
     try:
@@ -175,8 +174,7 @@ def train(args):
             args.collective_timeout if strategy_name == "multi_worker" else None))
     except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
         raise CLIError(str(error)) from None
-    multi_worker = strategy_name == "multi_worker"
-    if args.batch_size % strategy.num_replicas_in_sync:
+    if args.batch_size % strategy.num_replicas_in_sync:  # (before any data is read)
         raise CLIError(f"--batch-size {args.batch_size} is the global batch: it must be a multiple "
                        f"of the {strategy.num_replicas_in_sync} replicas")
     keras.utils.set_random_seed(args.seed)
@@ -207,21 +205,9 @@ def train(args):
             loss=MaskedSparseCategoricalCrossentropy(label_smoothing=args.label_smoothing),
             metrics=[MaskedTokenAccuracy()],
         )
-    if multi_worker:
-        # Each worker batches its own shard (pairs[i::n]) at batch_size / replicas.
-        train_data = sharded_dataset_fn(train_pairs, source_tokenizer, target_tokenizer,
-                                        args.batch_size, seed=args.seed, bucket_boundaries="auto")
-        dev_data = sharded_dataset_fn(dev_pairs, source_tokenizer, target_tokenizer,
-                                      args.batch_size, shuffle=False)
-    else:
-        train_data = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
-                                  batch_size=args.batch_size, seed=args.seed,
-                                  bucket_boundaries="auto")
-        dev_data = make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
-                                batch_size=args.batch_size, shuffle=False)
-        # Several replicas: batch sizes must divide evenly (see pad_batches_to_multiple).
-        train_data = pad_batches_to_multiple(train_data, strategy.num_replicas_in_sync)
-        dev_data = pad_batches_to_multiple(dev_data, strategy.num_replicas_in_sync)
+    # What the strategy needs (one machine or each worker's shard): TrainingRun decides.
+    train_data, dev_data = run.datasets(train_pairs, dev_pairs, source_tokenizer,
+                                        target_tokenizer, args.batch_size, seed=args.seed)
     extra = [_slow_batches_callback(args.slow_batches)] if args.slow_batches else []
     if run.is_chief and args.tensorboard:  # (the chief only writes files)
         extra += _tensorboard_callbacks(args, run, dev_references)
@@ -314,35 +300,34 @@ def _search_kwargs(args, **fields):
     return search
 
 
-def is_saved_model(path):
-    """True for a SavedModel directory (one holding `saved_model.pb`)."""
-    return os.path.isfile(os.path.join(path, "saved_model.pb"))
-
-
 def load_saved_model_translator(path, args):
     """A function `texts -> translations` that calls an exported SavedModel.
 
-    Only a SavedModel written by `kerasseq export` (`export_translator`) is
-    accepted: its `assets.extra/kerasseq_export.json` names the
-    `kerasseq-translator` format and its signatures take a `tf.string` `text`.
-    Any other SavedModel is a one-line `CLIError`, before stdin is read.
-
-    The search is fixed at export time: `--beam` / `--length-penalty` must
-    match the recorded settings when given; `--nbest N` reads the first N
-    columns of the `translate_nbest` signature.
+    `kerasseq.export.load_translator` loads it and checks the format (only an
+    export of `kerasseq export` is accepted; anything else is a one-line
+    `CLIError`, before stdin is read). The search is fixed at export time:
+    `--beam` / `--length-penalty` must match the recorded settings when
+    given; `--nbest N` reads the first N columns of the `translate_nbest`
+    signature; `--alignments` reads `translate_alignments`.
     """
-    import tensorflow as tf
-
-    from kerasseq.alignment import from_pharaoh
     from kerasseq.export import (
         ALIGNMENTS_SIGNATURE,
-        METADATA_PATH,
         NBEST_SIGNATURE,
         SERVING_SIGNATURE,
+        load_translator,
     )
 
     _search_kwargs(args)  # checked as for a .keras model, before comparing with the export
-    metadata = _read_export_metadata(path)
+    nbest = args.nbest if args.nbest and args.nbest > 1 else None
+    if args.alignments and nbest:
+        raise CLIError("--alignments with a SavedModel gives the best translation's "
+                       "links only; drop --nbest")
+    signature = (ALIGNMENTS_SIGNATURE if args.alignments
+                 else NBEST_SIGNATURE if nbest else SERVING_SIGNATURE)
+    try:
+        served, metadata = load_translator(path, signature)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
     exported_beams = metadata.get("num_beams")
     if args.beam is not None and exported_beams is not None and args.beam != exported_beams:
         raise CLIError(f"{path!r} was exported with num_beams={exported_beams} "
@@ -352,88 +337,29 @@ def load_saved_model_translator(path, args):
     if args.length_penalty and exported_penalty is not None and args.length_penalty != exported_penalty:
         raise CLIError(f"{path!r} was exported with length_penalty={exported_penalty}; "
                        f"re-export with --length-penalty {args.length_penalty}")
-    try:
-        translator = tf.saved_model.load(path)
-    except Exception as error:  # noqa: BLE001  (reported as one line)
-        raise CLIError(f"{path!r} is not a loadable SavedModel: {first_line(error)}") from None
-    nbest = args.nbest if args.nbest and args.nbest > 1 else None
-    alignments = args.alignments
-    if alignments:
-        if nbest:
-            raise CLIError("--alignments with a SavedModel gives the best translation's "
-                           "links only; drop --nbest")
-        if ALIGNMENTS_SIGNATURE not in metadata.get("signatures", {}) and \
-                ALIGNMENTS_SIGNATURE not in translator.signatures:
-            raise CLIError(f"{path!r} has no {ALIGNMENTS_SIGNATURE} signature; re-export with "
-                           "`kerasseq export MODEL_DIR EXPORT_DIR --alignments`")
+    if args.alignments:
         if args.alignment_layer is not None or args.alignment_head is not None:
             raise CLIError(f"{path!r} aligns with the attention chosen at export time "
                            f"(layer {metadata.get('alignment_layer')}, head "
                            f"{metadata.get('alignment_head')}); re-export to choose another")
-        signature = _text_signature(translator, ALIGNMENTS_SIGNATURE, "alignment", path,
-                                    METADATA_PATH)
 
-        def translate_with_links(texts):
-            outputs = signature(text=tf.constant(texts, tf.string))
-            return [f"{text.decode('utf-8')}\t{to_text(links)}" for text, links in
-                    zip(outputs["translation"].numpy(), outputs["alignment"].numpy(),
-                        strict=True)]
-
-        def to_text(links):  # the served Pharaoh text, checked as links
-            text = links.decode("utf-8")
-            try:
-                from_pharaoh(text)
-            except ValueError as error:
-                raise CLIError(f"{path!r}: {error}") from None
-            return text
+        def translate_with_links(texts):  # "translation<TAB>i-j ..." (the served Pharaoh text)
+            outputs = served(texts)
+            return [f"{text.decode('utf-8')}\t{links.decode('utf-8')}" for text, links in
+                    zip(outputs["translation"], outputs["alignment"], strict=True)]
 
         return translate_with_links
-    name, output = (NBEST_SIGNATURE, "translations") if nbest else (SERVING_SIGNATURE, "translation")
-    signature = _text_signature(translator, name, output, path, METADATA_PATH)
 
     def translate(texts):
-        outputs = signature(text=tf.constant(texts, tf.string))[output].numpy()
         if not nbest:
-            return [item.decode("utf-8") for item in outputs]  # (batch_size,)
-        if outputs.shape[1] < nbest:  # (batch_size, num_return)
+            return [item.decode("utf-8") for item in served(texts)["translation"]]
+        outputs = served(texts)["translations"]  # (batch_size, num_return)
+        if outputs.shape[1] < nbest:
             raise CLIError(f"--nbest {nbest}: {path!r} returns {outputs.shape[1]} hypotheses "
                            "per text; re-export with a larger --nbest")
         return [[item.decode("utf-8") for item in row[:nbest]] for row in outputs]
 
     return translate
-
-
-def _text_signature(translator, name, output, path, metadata_path):
-    """The signature `name` of a loaded SavedModel if it maps `text` to `output`."""
-    import tensorflow as tf
-
-    if name not in translator.signatures:
-        raise CLIError(f"{path!r} has no {name} signature")
-    signature = translator.signatures[name]
-    _, inputs = signature.structured_input_signature
-    text = inputs.get("text")
-    if (set(inputs) != {"text"} or text.dtype != tf.string
-            or output not in signature.structured_outputs):
-        raise CLIError(f"{path!r}: the {name} signature does not map a tf.string 'text' to "
-                       f"'{output}' ({metadata_path} may have been copied from another export)")
-    return signature
-
-
-def _read_export_metadata(path):
-    """The settings `kerasseq export` recorded in a SavedModel.
-
-    Raises:
-        CLIError: the SavedModel was not written by `kerasseq export` (no
-            metadata file, or one without the `kerasseq-translator` format).
-    """
-    from kerasseq.export import METADATA_FORMAT, METADATA_PATH, read_metadata
-
-    metadata = read_metadata(path)  # the export format is read in kerasseq.export only
-    if metadata is None:
-        raise CLIError(f"{path!r} is a SavedModel but not a kerasseq translator (no "
-                       f"{METADATA_PATH} with format {METADATA_FORMAT!r}); export one with "
-                       "`kerasseq export MODEL_DIR EXPORT_DIR`")
-    return metadata
 
 
 def _layer_or_head(name, value):
@@ -455,6 +381,7 @@ def _alignment_head_settings(args):
 
 def command_translate(args):
     from kerasseq.alignment import to_pharaoh
+    from kerasseq.export import is_saved_model
 
     alignments = args.alignments
     if is_saved_model(args.model_dir):  # --alignments: its translate_alignments signature

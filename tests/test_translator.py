@@ -151,25 +151,32 @@ def test_compiled_shapes_stay_bounded(g2p):
 
 
 def test_row_buckets_and_padding_rows():
-    from kerasseq.translator import bucket_size, pad_rows
+    from kerasseq._buckets import pad_rows, row_edges, smallest_edge
 
-    assert [bucket_size(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
-    assert bucket_size(5, buckets=(4, 16, 64)) == 16
-    assert bucket_size(100, buckets=(4, 16, 64)) == 100  # past the last bucket: as it is
+    def bucket(rows, buckets="pow2"):
+        return int(smallest_edge(row_edges(buckets), rows))
+
+    assert [bucket(n) for n in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
+    assert bucket(5, buckets=(4, 16, 64)) == 16
+    assert bucket(100, buckets=(4, 16, 64)) == 100  # past the last bucket: as it is
     padded = pad_rows(tf.reshape(tf.range(6), [3, 2]), 4)  # extra rows repeat row 0
     assert padded.numpy().tolist() == [[0, 1], [2, 3], [4, 5], [0, 1]]
 
 
 def test_source_buckets_geometric_and_multiple():
-    from kerasseq.translator import source_bucket_edges, source_bucket_length
+    from kerasseq._buckets import smallest_edge, source_bucket_edges
+
+    def bucket(length, scheme="geometric"):
+        return int(smallest_edge(source_bucket_edges(8, scheme), max(length, 1)))
 
     assert source_bucket_edges(8, up_to=300) == [8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]
     assert source_bucket_edges(8, "multiple", up_to=40) == [8, 16, 24, 32, 40]
-    assert [source_bucket_length(n, 8) for n in (1, 8, 9, 25, 33, 49, 97, 129, 200)] == [
+    assert [bucket(n) for n in (1, 8, 9, 25, 33, 49, 97, 129, 200)] == [
         8, 8, 16, 32, 48, 64, 128, 192, 256]
-    assert [source_bucket_length(n, 8, "multiple") for n in (1, 9, 33, 200)] == [8, 16, 40, 200]
+    assert [bucket(n, "multiple") for n in (1, 9, 33, 200)] == [8, 16, 40, 200]
     # never more than half again as long (once past 2 multiples)
-    assert all(source_bucket_length(n, 8) <= 1.5 * n for n in range(17, 2000))
+    edges = source_bucket_edges(8)
+    assert all(int(smallest_edge(edges, n)) <= 1.5 * n for n in range(17, 2000, 7))
     with pytest.raises(ValueError, match="source_buckets must be one of"):
         SearchConfig(source_buckets="pow2")
     with pytest.raises(ValueError, match="max_length_a must be a finite float >= 0"):

@@ -304,6 +304,59 @@ class TrainingRun:
         backup_file = os.path.join(self.backup.backup_dir, weights)
         return os.path.getmtime(best_path) > os.path.getmtime(backup_file)
 
+    def datasets(self, train_pairs, dev_pairs, source_tokenizer, target_tokenizer, batch_size,
+                 seed=0, bucket_boundaries="auto"):
+        """The training and dev data `fit` wants for this run's strategy.
+
+        One machine: `kerasseq.data.make_dataset` batches (training batches
+        shuffled with `seed` and bucketed by length, dev batches in order),
+        padded with empty rows to a multiple of the replicas
+        (`pad_batches_to_multiple`). Multi-worker: dataset *functions*
+        (`sharded_dataset_fn`) with which each worker batches its own shard
+        (`pairs[i::workers]`) at `batch_size / replicas`. A Python user gets
+        what `kerasseq train` gets by calling this.
+
+        Args:
+            train_pairs, dev_pairs: lists of `(source, target)` str pairs
+                (`dev_pairs` may be empty or None: no validation data).
+            source_tokenizer, target_tokenizer: fitted tokenizers.
+            batch_size: int, the global batch (a multiple of the replicas).
+            seed: int, the shuffle seed of the training data.
+            bucket_boundaries: as in `make_dataset` (`"auto"`: by length).
+
+        Returns:
+            `(train_data, dev_data)`; `dev_data` is None without dev pairs.
+
+        Raises:
+            ValueError: `batch_size` is not a multiple of the replicas.
+        """
+        replicas = self.strategy.num_replicas_in_sync if self.strategy is not None else 1
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1 \
+                or batch_size % replicas:
+            raise ValueError(f"--batch-size {batch_size!r} is the global batch: it must be a "
+                             f"positive multiple of the {replicas} replicas")
+        if self.multi_worker:
+            from kerasseq.training.trainer import sharded_dataset_fn
+
+            train_data = sharded_dataset_fn(train_pairs, source_tokenizer, target_tokenizer,
+                                            batch_size, seed=seed,
+                                            bucket_boundaries=bucket_boundaries)
+            dev_data = (sharded_dataset_fn(dev_pairs, source_tokenizer, target_tokenizer,
+                                           batch_size, shuffle=False) if dev_pairs else None)
+            return train_data, dev_data
+        from kerasseq.data import make_dataset
+        from kerasseq.training.distribute import pad_batches_to_multiple
+
+        train_data = pad_batches_to_multiple(
+            make_dataset(train_pairs, source_tokenizer, target_tokenizer, batch_size=batch_size,
+                         seed=seed, bucket_boundaries=bucket_boundaries), replicas)
+        dev_data = None
+        if dev_pairs:
+            dev_data = pad_batches_to_multiple(
+                make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
+                             batch_size=batch_size, shuffle=False), replicas)
+        return train_data, dev_data
+
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
             keep_checkpoints=0):
         """`model.fit` with the run's callbacks; resumes / continues from the backup.

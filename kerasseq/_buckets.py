@@ -1,0 +1,67 @@
+"""Bucket shapes of the `Translator`: the policy, apart from the translator.
+
+Every batch a `kerasseq.Translator` searches is padded to a bucket shape
+`(rows, source_length)`, eagerly and inside an export's graph alike, so the
+compiled functions are reused. The rows go to `row_edges(config.batch_buckets)`
+(powers of two by default), the columns to `source_bucket_edges` of the
+model's `source_length_multiple`. TensorFlow ops only (`smallest_edge`,
+`pad_rows`), so the same code runs where the sizes are known only at run
+time.
+"""
+
+import tensorflow as tf
+
+# Row buckets of `batch_buckets="pow2"`.
+POW2_BUCKETS = tuple(1 << power for power in range(31))
+
+
+def source_bucket_edges(multiple, scheme="geometric", up_to=1 << 16):
+    """The source-length buckets, increasing: multiples of `multiple`.
+
+    `"multiple"`: m, 2m, 3m, ...; `"geometric"`: m, 2m, 3m, 4m, 6m, 8m, 12m,
+    16m, ... (2^k m and 3 * 2^k m). Both the eager path and the exported
+    graph pad to these edges (`Translator`'s one bucketing step,
+    `_pad_to_bucket`).
+    """
+    if scheme == "multiple":
+        return list(range(multiple, up_to + multiple, multiple))
+    edges, power = [multiple], multiple
+    while edges[-1] < up_to:
+        power *= 2
+        edges += [power, power * 3 // 2]  # 2m, 3m, 4m, 6m, 8m, 12m, ...
+    return edges
+
+
+def row_edges(buckets):
+    """The row buckets of `batch_buckets` (`"pow2"` or an increasing sequence)."""
+    return POW2_BUCKETS if buckets is True or buckets == "pow2" else tuple(sorted(buckets))
+
+
+def smallest_edge(edges, value):
+    """The smallest of the increasing `edges` that is >= `value`, else `value`.
+
+    TensorFlow ops, so the same code runs eagerly and inside a graph whose
+    `value` is known only at run time (an export).
+
+    Args:
+        edges: a sequence of Python ints, increasing.
+        value: int or int32 scalar tensor.
+
+    Returns:
+        int32 scalar tensor.
+    """
+    edges = tf.constant(edges, tf.int32)
+    value = tf.convert_to_tensor(value, tf.int32)
+    fitting = tf.boolean_mask(edges, edges >= value)
+    return tf.cond(tf.size(fitting) > 0, lambda: fitting[0], lambda: value)
+
+
+def pad_rows(tensor, rows):
+    """`tensor` with rows appended up to `rows` (int or int32 scalar tensor).
+
+    The extra rows repeat row 0, so they are valid model inputs (an all-padding
+    source could make attention divide by zero); their outputs are dropped.
+    """
+    present = tf.shape(tensor)[0]
+    extra = tf.zeros([rows - present], tf.int32)  # (rows - present,)
+    return tf.gather(tensor, tf.concat([tf.range(present), extra], axis=0))
