@@ -28,6 +28,11 @@ class ArgumentError(ValueError):
         return type(self), (self.field, str(self))
 
 
+def is_int(value):
+    """True for an integer (a Python or NumPy int), False for a bool or anything else."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_int(name, value, minimum=1, maximum=None, maximum_name=None):
     """`value` as a Python int, if it is an integer (not a bool) in range.
 
@@ -46,7 +51,7 @@ def check_int(name, value, minimum=1, maximum=None, maximum_name=None):
         ArgumentError: (a `ValueError`) naming `name`, the received value and
             the expected range; `.field` is `name`.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_int(value):
         raise ArgumentError(name, f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
     if value < minimum:
         raise ArgumentError(name, f"{name} must be >= {minimum}. Received: {name}={value!r}")

@@ -28,7 +28,6 @@ Bad input never crashes the graph:
 """
 
 import json
-import numbers
 import os
 import types
 
@@ -36,6 +35,7 @@ import tensorflow as tf
 
 from kerasseq._files import replace_directory_atomically
 from kerasseq._messages import first_line
+from kerasseq._validation import is_int
 from kerasseq.decoding import contract
 from kerasseq.translator import SearchConfig, Translator, check_model
 
@@ -302,7 +302,7 @@ def make_translator(model, config=None, **settings):
         # position table. The Translator then cuts every path to it.
         position_limit = contract.optional(model, "max_positions")
         settings["max_source_length"] = EXPORT_MAX_SOURCE_LENGTH
-        if isinstance(position_limit, numbers.Integral) and not isinstance(position_limit, bool):
+        if is_int(position_limit):
             settings["max_source_length"] = min(EXPORT_MAX_SOURCE_LENGTH, position_limit)
     config = SearchConfig.from_kwargs(config, **settings)  # the one validator
     return Translator(model, config)  # and the model's own limits (check_search_config)

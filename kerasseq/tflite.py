@@ -136,11 +136,16 @@ def convert_to_tflite(model, batch_size=1, source_length=None, max_length=None, 
     )
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
-    if model_max is not None and source_length > model_max:
-        raise ValueError(
-            f"source_length must be <= the model's max_positions ({model_max}, its position "
-            f"table). Received: source_length={source_length}"
-        )
+    check_search = getattr(model, "check_search_config", None)
+    if callable(check_search):  # the model's own limits (the Transformer's position table)
+        from kerasseq.decoding.config import SearchConfig, SearchConfigError
+
+        try:
+            check_search(SearchConfig(method="greedy", max_length=max_length,
+                                      max_source_length=source_length))
+        except SearchConfigError as error:
+            name = {"max_source_length": "source_length"}.get(error.field, error.field)
+            raise ValueError(f"{name}: {error}") from None
     module = tflite_module(model, batch_size, source_length, max_length)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [module.encode.get_concrete_function(), module.decode_step.get_concrete_function()],

@@ -11,8 +11,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq.models.base import Seq2SeqModel
-
 _EXPECTED = (
     "texts_or_ids must be a str, a list of str, an int array or tensor of source ids "
     "(batch_size, source_length), or a tf.data.Dataset of those (or of "
@@ -78,16 +76,13 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
     ['K AE T', 'D AO G']
     >>> ids, scores, lengths = kerasseq.translate(model, source_ids, num_beams=8)  # doctest: +SKIP
     """
-    from kerasseq.translator import (  # the one inference path
-        check_model,
-        get_translator,
-    )
+    from kerasseq.translator import get_translator  # the one inference path
 
-    check_model(model)  # anything that meets the decoding contract, as Translator
     if not (verbose == "auto" or verbose in (0, 1, 2)):
         raise ValueError(f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}")
-    translator = (model.translator(config, **settings) if isinstance(model, Seq2SeqModel)
-                  else get_translator(model, config, **settings))  # checks every setting
+    # The model's cached Translator; a new one checks the model (the decoding
+    # contract) and every setting.
+    translator = get_translator(model, config, **settings)
     if verbose == "auto":
         verbose = 1 if isinstance(texts_or_ids, tf.data.Dataset) else 0
     kind, items, single = _collect_inputs(texts_or_ids)

@@ -33,7 +33,6 @@ optional attributes listed in `kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`
 models do not import it.
 """
 
-import numbers
 import types
 
 import keras
@@ -41,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq._buckets import pad_rows, row_edges, smallest_edge, source_bucket_edges
+from kerasseq._validation import is_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 from kerasseq.decoding import contract
 from kerasseq.decoding.beam_search import beam_search_loop
@@ -60,10 +60,6 @@ GRAPH_BUCKET_LIMIT = 1024
 BLANK_PATTERN = r"[\s\v\x{1c}-\x{1f}\x{85}\p{Z}]*"
 
 
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def resolve_jit_compile(jit_compile="auto"):
     """`"auto"` → a bool: XLA on a GPU, plain graphs on CPU.
 
@@ -75,11 +71,10 @@ def resolve_jit_compile(jit_compile="auto"):
     46.8 s against 55.6 s. Translating a corpus once is the common case on
     CPU, so "auto" leaves XLA to GPUs there (`jit_compile=True` forces it).
     """
-    if isinstance(jit_compile, bool):
-        return jit_compile
-    if jit_compile != "auto":
-        raise ValueError(f"jit_compile must be True, False or 'auto'. Received: jit_compile={jit_compile!r}")
-    return bool(tf.config.list_physical_devices("GPU"))
+    # `SearchConfig` has checked the value (True, False or "auto").
+    if jit_compile == "auto":
+        return bool(tf.config.list_physical_devices("GPU"))
+    return bool(jit_compile)
 
 
 # --------------------------------------------------------------------------
@@ -191,7 +186,7 @@ class Translator:
         max_length = config.max_length
         if max_length is None:
             max_length = contract.optional(model, "max_target_length")
-            if not _is_int(max_length) or max_length < 1:
+            if not is_int(max_length) or max_length < 1:
                 raise ValueError(
                     "max_length must be given in the SearchConfig: the model has no "
                     f"max_target_length. Received: max_length={config.max_length!r}"
@@ -394,7 +389,7 @@ class Translator:
         up_to = source_ids.shape[1]
         if up_to is None:  # a graph: lay out buckets up to the longest source it keeps
             up_to = self.source_limit or contract.optional(self.model, "max_positions")
-            up_to = up_to if _is_int(up_to) else GRAPH_BUCKET_LIMIT
+            up_to = up_to if is_int(up_to) else GRAPH_BUCKET_LIMIT
         edges = source_bucket_edges(self._length_multiple, self.config.source_buckets,
                                     up_to=max(up_to, 1))
         columns = smallest_edge(edges, tf.maximum(length, 1))

@@ -99,7 +99,7 @@ def test_bad_input_is_refused(rnn, transformer):
         convert_to_tflite(model, quantize="int4")
     with pytest.raises(ValueError, match="batch_size must be"):
         convert_to_tflite(model, batch_size=0)
-    with pytest.raises(ValueError, match=r"source_length must be <= the model's max_length \(12"):
+    with pytest.raises(ValueError, match=r"source_length: max_source_length must be <= the model's max_positions=12"):
         convert_to_tflite(transformer, source_length=13)
     decoder = TFLiteGreedyDecoder(convert_to_tflite(model, batch_size=2, source_length=4,
                                                     max_length=MAX_LENGTH))

@@ -16,7 +16,7 @@ import math
 import numbers
 from typing import Any, Optional, Union
 
-from kerasseq._validation import ArgumentError, check_int
+from kerasseq._validation import ArgumentError, check_int, is_int
 
 METHODS = ("beam", "greedy", "sample")
 SOURCE_BUCKETS = ("geometric", "multiple")
@@ -28,10 +28,6 @@ class SearchConfigError(ArgumentError):
 
     The command line maps `.field` to the flag that set it.
     """
-
-
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_real(value):
@@ -158,7 +154,7 @@ class SearchConfig:
         self._check_int("top_k", 0)
         if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
             raise SearchConfigError("top_p", f"top_p must be a float in (0, 1]. Received: top_p={self.top_p!r}")
-        if self.seed is not None and not _is_int(self.seed):
+        if self.seed is not None and not is_int(self.seed):
             raise SearchConfigError("seed", f"seed must be an int or None. Received: seed={self.seed!r}")
         if not isinstance(self.return_log_probs, bool):
             raise SearchConfigError(
@@ -175,7 +171,7 @@ class SearchConfig:
         buckets = self.batch_buckets
         if buckets is not None and buckets != "pow2":
             if isinstance(buckets, (str, bool)) or not isinstance(buckets, (tuple, list)) or not buckets \
-                    or not all(_is_int(b) and b >= 1 for b in buckets):
+                    or not all(is_int(b) and b >= 1 for b in buckets):
                 raise SearchConfigError(
                     "batch_buckets",
                     "batch_buckets must be 'pow2', None or a sequence of ints >= 1. "
