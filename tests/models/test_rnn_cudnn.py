@@ -77,13 +77,13 @@ def test_export_graph_holds_no_cudnn_op(trained, monkeypatch, tmp_path):
     assert translations == expected
 
 
-def test_attention_weights_never_trace_cudnn(trained, monkeypatch):
+def test_teacher_forced_attention_never_traces_cudnn(trained, monkeypatch):
     model, _ = trained
     source = np.array([[5, 6, 7, 0], [4, 5, 0, 0]], "int32")
     target = np.array([[2, 5, 6], [2, 7, 0]], "int32")
     expected = np.asarray(model.teacher_forced_attention(source, target))
     keras_sees_a_gpu(monkeypatch)
-    function = tf.function(model.attention_weights, jit_compile=True)
+    function = tf.function(model.teacher_forced_attention, jit_compile=True)
     np.testing.assert_allclose(np.asarray(function(source, target)), expected, atol=1e-6)
 
 
