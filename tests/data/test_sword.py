@@ -184,6 +184,35 @@ def test_load_bible_pairs_end_to_end_with_a_written_module(tmp_path):
     assert len(kept) == 4
 
 
+def test_parsed_modules_are_kept_on_disk_keyed_by_the_export(tmp_path, monkeypatch):
+    from kerasseq.data import sword
+
+    monkeypatch.setenv("KERASSEQ_CACHE_DIR", str(tmp_path / "cache"))
+    verses = {(_chapter_of("train"), 1): ENGLISH_GEN_1_1}
+    program = _fake_mod2imp(str(tmp_path), {"eng": _imp(verses)})
+    sword._load_module.cache_clear()
+    first = sword.load_module("eng", mod2imp=program)
+    (cached,) = os.listdir(tmp_path / "cache" / "sword")
+    assert cached.startswith("eng-") and cached.endswith(".pickle")
+    parsed = []
+    monkeypatch.setattr(sword, "_parse_module", lambda text: parsed.append(text) or {})
+    sword._load_module.cache_clear()
+    assert sword.load_module("eng", mod2imp=program) == first  # read back, not parsed
+    assert parsed == []
+    # Another export of the module (an updated Debian package) is parsed again.
+    _fake_mod2imp(str(tmp_path), {"eng": _imp({**verses, (_chapter_of("train"), 2): "Light."})})
+    sword._load_module.cache_clear()
+    assert sword.load_module("eng", mod2imp=program) == {} and len(parsed) == 1
+    # A damaged cache file is ignored (parsed again), never an error.
+    (tmp_path / "cache" / "sword" / cached).write_bytes(b"not a pickle")
+    monkeypatch.undo()
+    monkeypatch.setenv("KERASSEQ_CACHE_DIR", str(tmp_path / "cache"))
+    _fake_mod2imp(str(tmp_path), {"eng": _imp(verses)})
+    sword._load_module.cache_clear()
+    assert sword.load_module("eng", mod2imp=program) == first
+    sword._load_module.cache_clear()
+
+
 def test_clear_errors(tmp_path):
     with pytest.raises(SwordError, match="libsword-utils"):
         load_bible_pairs(mod2imp=str(tmp_path / "no-such-mod2imp"))
