@@ -68,7 +68,7 @@ def main(argv=None):
         decoders = {quantize: TFLiteGreedyDecoder(path) for quantize, path in paths.items()}
 
     def keras_greedy(batch):
-        return model.generate(batch, method="greedy", max_length=args.max_length)[0]
+        return model.generate(batch, method="greedy", max_length=args.max_length)[0][:, 0]
 
     def tflite_greedy(decoder):
         return lambda batch: decoder.greedy(batch, args.max_length)[0]

@@ -30,7 +30,7 @@ Example (with a trained `model` and a batch of `source_ids`):
 
     path = export_tflite(model, "g2p.tflite", batch_size=8, source_length=32)
     decoder = TFLiteGreedyDecoder(path)
-    token_ids, lengths = decoder.greedy(source_ids, max_length=20)  # = model.generate(...)
+    token_ids, lengths = decoder.greedy(source_ids, max_length=20)  # = model.generate(..., method="greedy")[0][:, 0]
 """
 
 import os
@@ -179,7 +179,7 @@ class TFLiteGreedyDecoder:
     """Greedy search over a `.tflite` file from `export_tflite`.
 
     The loop an app runs around the two signatures, written in Python: it
-    gives the same tokens as `model.generate(source_ids, method="greedy")`
+    gives the same tokens as `model.generate(source_ids, method="greedy")[0][:, 0]`
     (with `min_length=0`: the end token is never banned here)
     (the float32 file; a quantized one may differ where two tokens were
     close).

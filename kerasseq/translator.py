@@ -426,10 +426,10 @@ class Translator:
                 nested list, `tf.Tensor` or `tf.RaggedTensor`).
 
         Returns:
-            NumPy arrays `(token_ids, scores, lengths)`, plus `log_probs` when
-            `return_log_probs=True` (beam): greedy and sample give
-            `(n, max_length)`, `(n,)`, `(n,)`; beam gives `(n, num_return,
-            max_length)`, `(n, num_return)`, `(n, num_return)`.
+            NumPy arrays `(token_ids, scores, lengths)`: `(n, num_return,
+            max_length)`, `(n, num_return)`, `(n, num_return)` for every
+            method (`num_return` is 1 for greedy search and sampling), plus
+            `log_probs` when `return_log_probs=True` (beam search).
         """
         array = check_source_ids(source_ids, self._source_vocab_size)
         if array.shape[0] == 0:
@@ -437,9 +437,7 @@ class Translator:
         parts = [self._run_batch(self._prepare_ids(array[start:start + self.config.batch_size]))
                  for start in range(0, array.shape[0], self.config.batch_size)]
         token_ids, scores, lengths, log_probs = (np.concatenate(p, axis=0) for p in zip(*parts, strict=True))
-        if self.config.method != "beam":
-            return token_ids[:, 0], scores[:, 0], lengths[:, 0]
-        if self.config.return_log_probs:
+        if self.config.method == "beam" and self.config.return_log_probs:
             return token_ids, scores, lengths, log_probs
         return token_ids, scores, lengths
 

@@ -39,8 +39,8 @@ def _assert_same_as_keras(model, words, decoder):
     tokens, lengths = decoder.greedy(source_ids, MAX_LENGTH)
     expected_tokens, _, expected_lengths = model.generate(source_ids, method="greedy",
                                                           max_length=MAX_LENGTH)
-    np.testing.assert_array_equal(tokens, expected_tokens)
-    np.testing.assert_array_equal(lengths, expected_lengths)
+    np.testing.assert_array_equal(tokens, expected_tokens[:, 0])  # (rows, num_return=1, ...)
+    np.testing.assert_array_equal(lengths, expected_lengths[:, 0])
     return tokens
 
 

@@ -69,7 +69,7 @@ def test_num_return_is_refused_by_every_door_outside_beam_search(g2p):
     model, words = g2p
     for call in (lambda: model.translate(words[:2], method="greedy", num_return=2),
                  lambda: kerasseq.translate(model, words[:2], method="sample", num_return=2),
-                 lambda: model.generate(np.array([[5, 6, 0]]), num_return=2),  # greedy default
+                 lambda: model.generate(np.array([[5, 6, 0]]), method="greedy", num_return=2),
                  lambda: Translator(model, method="greedy", num_return=2)):
         with pytest.raises(SearchConfigError, match="num_return > 1 needs method='beam'"):
             call()
@@ -204,7 +204,10 @@ def test_max_length_tied_to_the_source(g2p):
     free_ids, _, free_lengths = free.generate(ids)
     tied_ids, _, tied_lengths = tied.generate(ids)
     # sources padded to 8 columns: at most ceil(0.25 * 8 + 1) = 3 tokens, the same prefix
-    assert tied_ids.shape == free_ids.shape == (6, 20)
+    assert tied_ids.shape == free_ids.shape == (6, 1, 20)
+    (free_ids, free_lengths), (tied_ids, tied_lengths) = (
+        (ids[:, 0], lengths[:, 0]) for ids, lengths in ((free_ids, free_lengths),
+                                                        (tied_ids, tied_lengths)))
     assert (tied_lengths == np.minimum(free_lengths, 3)).all()
     np.testing.assert_array_equal(tied_ids[:, :3], free_ids[:, :3])
     assert not tied_ids[:, 3:].any()

@@ -344,40 +344,32 @@ class Seq2SeqModel(keras.Model):
 
         return get_translator(self, config, **settings)
 
-    def generate(self, source_ids, method=None, max_length=None, config=None, **settings):
-        """Decode token ids with greedy search, beam search or sampling.
+    def generate(self, source_ids, config=None, **settings):
+        """Decode token ids: the id-level door, with the defaults of every door.
 
-        The id-level primitive: unlike `translate`, it defaults to greedy
-        search, and it returns the raw arrays. It runs through
+        Beam search with 4 beams unless told otherwise (`SearchConfig()`, as
+        `translate`, `kerasseq.translate`, the CLI and exports), through
         `kerasseq.Translator` like every other entry point.
 
         Args:
             source_ids: int `(batch_size, source_length)`, 0 = padding.
-            method: "greedy", "beam" or "sample" (default: greedy, or the
-                method of `config`).
-            max_length: int, most target tokens to generate (default: the
-                model's `max_target_length`).
-            config: optional `kerasseq.SearchConfig` with the other settings.
-            **settings: `SearchConfig` fields (`num_beams`, `length_penalty`,
-                `num_return`, `return_log_probs`, `jit_compile`, ...).
+            config: optional `kerasseq.SearchConfig`.
+            **settings: `SearchConfig` fields replacing those of `config`
+                (`method`, `num_beams`, `max_length`, `num_return`,
+                `return_log_probs`, `jit_compile`, ...).
 
         Returns:
-            NumPy `(token_ids, scores, lengths)`: `(batch_size, max_length)`,
-            `(batch_size,)`, `(batch_size,)` for greedy/sample, or
-            `(batch_size, num_return, max_length)`, `(batch_size,
-            num_return)`, `(batch_size, num_return)` for beam (plus
-            `log_probs` with `return_log_probs=True`).
+            NumPy `(token_ids, scores, lengths)`: `(batch_size, num_return,
+            max_length)`, `(batch_size, num_return)`, `(batch_size,
+            num_return)`, for every method (`num_return` is 1 for greedy
+            search and sampling), plus `log_probs` with
+            `return_log_probs=True` (beam search).
 
         Raises:
             TypeError: `source_ids` are not integers, or an unknown setting.
             ValueError: a bad setting, `source_ids` not `(batch_size,
                 source_length)`, or an id negative or `>= source_vocab_size`.
         """
-        if method is None:
-            method = "greedy" if config is None else config.method
-        settings["method"] = method
-        if max_length is not None:
-            settings["max_length"] = max_length
         return self.translator(config, **settings).generate(source_ids)
 
     def translate(self, texts, config=None, *, return_scores=False, verbose=0,

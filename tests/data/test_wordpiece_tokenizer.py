@@ -295,7 +295,8 @@ def test_translate_through_the_one_inference_path(trained_model):
     # The same as the id-level pipeline: encode, greedy search, detokenize.
     source_ids = trained_model.source_tokenizer.encode(sources).to_tensor().numpy()
     token_ids, _, _ = trained_model.generate(source_ids, method="greedy", jit_compile=False)
-    assert translations == trained_model.target_tokenizer.decode_to_strings(token_ids)
+    assert token_ids.shape[1] == 1  # (rows, num_return=1, max_length)
+    assert translations == trained_model.target_tokenizer.decode_to_strings(token_ids[:, 0])
     assert kerasseq.translate(trained_model, sources, method="greedy",
                               jit_compile=False) == translations
     # 60 steps on six pairs: most training pairs come back (readable, lower-cased).

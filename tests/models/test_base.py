@@ -40,7 +40,11 @@ def test_source_ids_at_the_edges_of_the_range_are_accepted(model):
     source = SOURCE.copy()
     source[0, 0], source[1, 1] = SOURCE_VOCAB_SIZE - 1, 1
     ids, scores, lengths = model.generate(source.astype("int64"), max_length=4)
-    assert ids.shape == (3, 4) and np.all(np.isfinite(np.asarray(scores)))
+    # The shared default, beam search with 4 beams; the n-best axis is always there.
+    assert ids.shape == (3, 1, 4) and scores.shape == lengths.shape == (3, 1)
+    assert np.all(np.isfinite(np.asarray(scores)))
+    greedy_ids, greedy_scores, _ = model.generate(source, method="greedy", max_length=4)
+    assert greedy_ids.shape == (3, 1, 4) and greedy_scores.shape == (3, 1)
 
 
 def test_source_ids_must_be_integers(model):

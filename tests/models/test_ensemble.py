@@ -127,7 +127,7 @@ def test_limits_are_the_smallest_of_the_members():
     with pytest.raises(ValueError, match="max_positions=8"):
         ensemble.translator(max_length=12)
     token_ids, _, _ = ensemble.generate(np.ones([2, 6], np.int32) * 5, jit_compile=False)
-    assert token_ids.shape == (2, 8)
+    assert token_ids.shape == (2, 1, 8)
 
 
 def test_members_without_attention_refuse_the_coverage_penalty():

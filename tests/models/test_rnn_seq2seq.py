@@ -113,7 +113,8 @@ def test_translate_bad_and_odd_inputs(trained_g2p):
     known = "a"
     assert "ß" not in tokenizer.get_vocabulary() and "☃" not in tokenizer.get_vocabulary()
     unk_ids = np.array([[tokenizer.unk_id, tokenizer.unk_id, tokenizer.get_vocabulary().index(known)]])
-    expected = model.target_tokenizer.decode_to_strings(np.asarray(model.generate(unk_ids)[0]))[0]
+    # generate has translate's defaults (beam search, 4 beams): the best hypothesis
+    expected = model.target_tokenizer.decode_to_strings(np.asarray(model.generate(unk_ids)[0])[:, 0])[0]
     assert model.translate("ß☃" + known) == expected
     # A single string gives a string; scores are finite log-probabilities.
     text, score = model.translate(entries[0][0], return_scores=True)
@@ -172,4 +173,4 @@ def test_translate_needs_tokenizers():
     with pytest.raises(ValueError, match="tokenizer"):
         small_model().translate("cat")
     ids, scores, lengths = small_model().generate(SOURCE, max_length=4)
-    assert ids.shape == (3, 4) and lengths.shape == (3,)
+    assert ids.shape == (3, 1, 4) and lengths.shape == (3, 1)

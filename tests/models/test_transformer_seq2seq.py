@@ -153,8 +153,9 @@ def test_source_longer_than_max_positions_is_rejected():
 
 def test_xla_greedy_decoding_matches_eager_graph():
     model = small_model(2)
-    ids, scores, lengths = model.generate(SOURCE, max_length=8)
-    xla_ids, xla_scores, xla_lengths = model.generate(SOURCE, max_length=8, jit_compile=True)
+    ids, scores, lengths = model.generate(SOURCE, method="greedy", max_length=8)
+    xla_ids, xla_scores, xla_lengths = model.generate(SOURCE, method="greedy", max_length=8,
+                                                      jit_compile=True)
     np.testing.assert_array_equal(np.asarray(xla_ids), np.asarray(ids))
     np.testing.assert_allclose(np.asarray(xla_scores), np.asarray(scores), atol=1e-4)
 

@@ -54,7 +54,8 @@ def test_id_input_equals_generate(g2p):
         np.testing.assert_allclose(outputs[1], expected[1], atol=1e-5)
         np.testing.assert_array_equal(outputs[2], expected[2])
     ids, _, _ = translate(model, dense, method="greedy")
-    np.testing.assert_array_equal(ids, np.asarray(model.generate(dense)[0]))
+    assert ids.shape[:2] == (7, 1)  # the n-best axis, one hypothesis
+    np.testing.assert_array_equal(ids, np.asarray(model.generate(dense, method="greedy")[0]))
     assert len(translate(model, dense, return_log_probs=True)) == 4
 
 
