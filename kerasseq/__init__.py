@@ -23,10 +23,10 @@ from kerasseq import (
     models,
     training,
 )
-from kerasseq.decoding.config import SearchConfigError
+from kerasseq.decoding.config import SearchConfig, SearchConfigError
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from kerasseq.translation import translate
-from kerasseq.translator import SearchConfig, Translator
+from kerasseq.translator import Translator
 
 __version__ = "0.1.0"
 

@@ -552,18 +552,27 @@ def command_average(args):
         print(f"  {path}")
 
 
+def _program():
+    """How this command was started: the console script's path, else `kerasseq`."""
+    return sys.argv[0] if os.path.basename(sys.argv[0]) == "kerasseq" else "kerasseq"
+
+
 def command_demo(args):
     import keras
 
-    args.dataset, args.model, args.attention = "cmudict", "rnn", "bahdanau"
-    print(f"kerasseq demo: training a G2P model (LSTM encoder + Bahdanau attention + GRU "
-          f"decoder) on {args.max_train_examples} CMUdict words for {args.epochs} epochs")
+    # The parser's defaults make the demo a CMUdict G2P model with an LSTM encoder,
+    # Bahdanau attention and a GRU decoder; every training flag still applies.
+    what = ("a Transformer" if args.model == "transformer" else
+            f"an LSTM encoder + {args.attention} attention + GRU decoder"
+            if args.attention != "none" else "an LSTM encoder + GRU decoder")
+    print(f"kerasseq demo: training {what} on {args.max_train_examples} examples of "
+          f"{args.dataset} for {args.epochs} epochs")
     model = train(args)
     print(f"parameters: {model.count_params():,}")
     words = ["hello", "world", "keras", "sequence", "attention", "translation", "kerasseq"]
     for word, phonemes in zip(words, model.translate(words), strict=True):
         print(f"  {word:12s} -> {phonemes}")
     print(f"model saved to {os.path.join(args.output_dir, 'model.keras')}; try:\n"
-          f"  .venv/bin/kerasseq translate {args.output_dir} tensorflow --beam 4")
+          f"  {_program()} translate {args.output_dir} tensorflow --beam 4")
     keras.backend.clear_session()
 
