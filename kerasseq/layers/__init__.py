@@ -13,6 +13,7 @@ from kerasseq.layers.multi_head_attention import (
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
+from kerasseq.layers.output_projection import OutputProjection
 from kerasseq.layers.positional_embedding import (
     PositionalEmbedding,
     positional_encoding,
@@ -32,6 +33,7 @@ __all__ = [
     "LSTMEncoder",
     "LuongAttention",
     "MultiHeadAttention",
+    "OutputProjection",
     "PositionalEmbedding",
     "RecurrentAttention",
     "TransformerDecoderBlock",
