@@ -72,7 +72,7 @@ class TranslationSummaries(keras.callbacks.Callback):
         from kerasseq.plotting import plot_attention
 
         model = self.model
-        attention = getattr(model, "attention_weights", None)
+        attention = getattr(model, "teacher_forced_attention", None)
         source_tokenizer, target_tokenizer = model.source_tokenizer, model.target_tokenizer
         if attention is None or source_tokenizer is None or target_tokenizer is None:
             return None
