@@ -33,7 +33,7 @@ SCHEDULE_SETTINGS = ((512, 4000), (128, 4000))
 
 
 def positional_encoding_figure(length=100, d_model=128):
-    """Heatmap of the position table of `PositionalEmbedding(max_length=length)`.
+    """Heatmap of the position table of `PositionalEmbedding(max_positions=length)`.
 
     Args:
         length: number of positions (rows of the heatmap).

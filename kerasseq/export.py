@@ -120,7 +120,7 @@ def export_translator(
             sources are truncated to their first `max_source_length` tokens
             (the source tokenizer's `max_length` also applies, whichever is
             smaller). Default `EXPORT_MAX_SOURCE_LENGTH` (256), or the
-            model's `max_length` for a model with a smaller position table
+            model's `max_positions` for a model with a smaller position table
             (the Transformer, which refuses a larger value). The value is in
             the export's metadata.
         jit_compile: True, False or `"auto"` (default): XLA-compile the

@@ -116,7 +116,7 @@ def convert_to_tflite(model, batch_size=1, source_length=None, max_length=None, 
             `decode_step(token_ids, state, step)`.
         batch_size: int >= 1, rows per call (fixed in the file).
         source_length: int >= 1, source tokens per row (fixed in the file;
-            default: the Transformer's `max_length`, 64 for the RNN).
+            default: the Transformer's `max_positions`, 64 for the RNN).
         max_length: int >= 1, most target tokens (sizes the Transformer's
             cache; default: the model's `max_target_length`).
         quantize: None (float32 weights) or "dynamic_range" (int8 weights,

@@ -60,8 +60,8 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
         with `return_scores=True` a `(translations, scores)` pair.
         Id input: the tuple of `Seq2SeqModel.generate` as NumPy arrays,
         concatenated over batches: `(token_ids, scores, lengths)` with
-        `token_ids` `(batch_size, max_length)` (greedy/sample) or
-        `(batch_size, num_return, max_length)` (beam).
+        `token_ids` `(batch_size, num_return, max_length)` for every method
+        (`num_return` is 1 for greedy search and sampling).
 
     Raises:
         TypeError: `model` does not meet the decoding contract (`encode`,

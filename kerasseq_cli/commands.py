@@ -34,14 +34,21 @@ def build_model(args, source_tokenizer, target_tokenizer):
     if args.model not in ("rnn", "transformer"):
         raise CLIError(f"--model must be 'rnn' or 'transformer'. Received: {args.model!r}")
     if args.model == "transformer":
-        # The position table bounds sources and targets alike; the model's
-        # max_target_length is its size.
+        # The position table bounds sources and targets alike; searches stop at
+        # --max-target-length by default.
+        positions = args.max_positions or args.max_target_length
+        if args.max_target_length > positions:
+            raise CLIError(f"--max-target-length {args.max_target_length} must be <= "
+                           f"--max-positions {positions} (the position table)")
         return build_transformer_seq2seq(
             num_layers=args.num_layers, d_model=args.d_model, num_heads=args.num_heads,
-            dff=args.dff, dropout=args.dropout,
-            max_positions=args.max_positions or args.max_target_length,
+            dff=args.dff, dropout=args.dropout, max_positions=positions,
+            max_target_length=args.max_target_length,
             source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
         )
+    if args.max_positions is not None:
+        raise CLIError("--max-positions applies to --model transformer (an RNN has no "
+                       "position table)")
     attention = None if args.attention == "none" else args.attention
     return build_rnn_seq2seq(
         embedding_dim=args.embedding_dim, units=args.units, attention=attention,
@@ -315,6 +322,7 @@ def load_saved_model_translator(path, args):
         NBEST_SIGNATURE,
         SERVING_SIGNATURE,
         load_translator,
+        read_metadata,
     )
 
     _search_kwargs(args)  # checked as for a .keras model, before comparing with the export
@@ -324,10 +332,9 @@ def load_saved_model_translator(path, args):
                        "links only; drop --nbest")
     signature = (ALIGNMENTS_SIGNATURE if args.alignments
                  else NBEST_SIGNATURE if nbest else SERVING_SIGNATURE)
-    try:
-        served, metadata = load_translator(path, signature)
-    except ValueError as error:
-        raise CLIError(str(error)) from None
+    # The flags against the recorded settings first (no SavedModel load for a
+    # wrong flag); a directory that is no kerasseq export is load_translator's error.
+    metadata = read_metadata(path) or {}
     exported_beams = metadata.get("num_beams")
     if args.beam is not None and exported_beams is not None and args.beam != exported_beams:
         raise CLIError(f"{path!r} was exported with num_beams={exported_beams} "
@@ -342,6 +349,11 @@ def load_saved_model_translator(path, args):
             raise CLIError(f"{path!r} aligns with the attention chosen at export time "
                            f"(layer {metadata.get('alignment_layer')}, head "
                            f"{metadata.get('alignment_head')}); re-export to choose another")
+    try:
+        served, _ = load_translator(path, signature)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
+    if args.alignments:
 
         def translate_with_links(texts):  # "translation<TAB>i-j ..." (the served Pharaoh text)
             outputs = served(texts)

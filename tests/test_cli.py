@@ -158,7 +158,7 @@ def test_export_refuses_to_replace_a_model_file(trained_dir, tmp_path):
     assert repr(str(run / "model.keras")) in line and "a .keras model" in line, line
     assert "SavedModel directory" in line, line
     assert (run / "model.keras").read_bytes() == before
-    assert os.listdir(run) == ["model.keras"]  # no .model.keras.export-* left behind
+    assert os.listdir(run) == ["model.keras"]  # no .model.keras.tmp-* left behind
 
 
 def test_evaluate_prints_rates(trained_dir):
@@ -203,7 +203,8 @@ def test_demo_smoke(tmp_path):
                       "--evaluate-words", "0", "--embedding-dim", "4", "--units", "4",
                       "--batch-size", "16", "--verbose", "0")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "on 16 CMUdict words for 1 epochs" in result.stdout
+    assert ("training an LSTM encoder + bahdanau attention + GRU decoder on 16 examples of "
+            "cmudict for 1 epochs") in result.stdout
     printed = [line.split("->")[0].strip() for line in result.stdout.splitlines() if "->" in line]
     assert printed == ["hello", "world", "keras", "sequence", "attention", "translation",
                        "kerasseq"]

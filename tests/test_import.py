@@ -121,3 +121,64 @@ print("tokens", built.source_tokenizer.vocabulary)
     assert "built RNNSeq2Seq" in out and "wired Functional" in out, out
     assert "loss MaskedSparseCategoricalCrossentropy" in out, out
     assert "tokens ['a', 'b', 'c']" in out, out
+
+
+def _module_level_imports():
+    """`{module: {kerasseq modules it imports at module level}}`, read from the source."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        imported = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only
+            if isinstance(node, ast.Import):
+                imported.update((alias.name, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from package import submodule` imports the submodule; anything
+                # else imported from a module is that module's
+                imported.update((f"{node.module}.{alias.name}", node.module)
+                                for alias in node.names)
+        graph[name] = imported
+    modules = set(graph)
+    return {name: {submodule if submodule in modules else module
+                   for submodule, module in pairs} & modules - {name}
+            for name, pairs in graph.items()}
+
+
+def test_no_import_circle_between_kerasseq_modules():
+    """Module-level imports form no circle (functions may import lazily)."""
+    graph = _module_level_imports()
+    assert "kerasseq.translator" in graph and "kerasseq.decoding.contract" in graph
+    state, stack = {}, []
+
+    def visit(module):
+        state[module] = "open"
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if state.get(imported) == "open":
+                circle = stack[stack.index(imported):] + [imported]
+                raise AssertionError("import circle: " + " -> ".join(circle))
+            if imported not in state:
+                visit(imported)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+def test_lower_layers_import_no_higher_one():
+    """The layering of docs/design.md: decoding, layers and data import no model,
+    translator, export or command; the translator imports no model or export."""
+    graph = _module_level_imports()
+    higher = ("kerasseq.models", "kerasseq.translator", "kerasseq.translation",
+              "kerasseq.export", "kerasseq.tflite")
+    for module, imports in graph.items():
+        lower = module.startswith(("kerasseq.decoding", "kerasseq.layers", "kerasseq.data",
+                                   "kerasseq._"))
+        if lower:
+            assert not [m for m in imports if m.startswith(higher)], (module, imports)
+        if module == "kerasseq.translator":
+            assert not [m for m in imports if m.startswith(
+                ("kerasseq.models", "kerasseq.export"))], imports

@@ -330,8 +330,8 @@ def _load_module(module, mod2imp):
     try:
         with open(path, "rb") as handle:
             return pickle.load(handle)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-        pass  # not cached yet (or unreadable): parse
+    except Exception:  # noqa: BLE001  not cached yet, or unreadable/damaged: parse again
+        pass
     verses = _parse_module(text)
     try:
         replace_atomically(lambda temporary: _write_pickle(temporary, verses), path)

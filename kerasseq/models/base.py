@@ -389,8 +389,9 @@ class Seq2SeqModel(keras.Model):
           every token, so with `max_length=None` on the tokenizer a source of
           any length is translated (time and memory grow linearly with it;
           quality drops on sources much longer than the training ones).
-        - `TransformerSeq2Seq` raises a `ValueError` naming its `max_length`
-          when a source has more tokens than its position table.
+        - `TransformerSeq2Seq` raises a `ValueError` naming its
+          `max_positions` when a source has more tokens than its position
+          table.
 
         Args:
             texts: a string or a list of strings. Empty or whitespace-only

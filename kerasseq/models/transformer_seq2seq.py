@@ -104,7 +104,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
     beyond `max_positions` is dropped, it changes nothing), and so does an eager
     `encode`; inside a `tf.function` `encode` fails with an
     `InvalidArgumentError` carrying the same message. Targets are limited to
-    `max_positions` tokens too (`max_target_length == max_positions`).
+    `max_positions` tokens too; `max_target_length` (default `max_positions`)
+    is the default `max_length` of a search.
 
     Guided alignment (`guided_alignment_weight > 0`; Garg et al. 2019,
     OpenNMT-tf's `guided_alignment_weight`, fairseq's `transformer_align`).
@@ -122,8 +123,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
     """
 
     def __init__(self, source_vocab_size, target_vocab_size, num_layers=2, d_model=128,
-                 num_heads=4, dff=512, dropout=0.1, max_positions=64, share_embeddings=False,
-                 tie_output=False, norm_first=False, layer_norm_epsilon=1e-5,
+                 num_heads=4, dff=512, dropout=0.1, max_positions=64, max_target_length=None,
+                 share_embeddings=False, tie_output=False, norm_first=False, layer_norm_epsilon=1e-5,
                  guided_alignment_weight=0.0, guided_alignment_layer=None,
                  guided_alignment_head=0, source_tokenizer=None, target_tokenizer=None,
                  *args, **kwargs):
@@ -133,6 +134,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
             return
         _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,
                          dff, dropout, max_positions, share_embeddings)
+        if max_target_length is None:
+            max_target_length = max_positions
+        max_target_length = check_int("max_target_length", max_target_length, 1,
+                                      maximum=max_positions, maximum_name="max_positions")
         guided_alignment_weight, guided_alignment_layer, guided_alignment_head = (
             _check_guided_alignment(guided_alignment_weight, guided_alignment_layer,
                                     guided_alignment_head, num_layers, num_heads))
@@ -185,7 +190,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         self.tie_output = tie_output
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.max_target_length = max_positions
+        self.max_target_length = max_target_length
         self.guided_alignment_weight = guided_alignment_weight
         self.guided_alignment_layer = guided_alignment_layer
         self.guided_alignment_head = guided_alignment_head
@@ -432,8 +437,9 @@ def _check_guided_alignment(weight, layer, head, num_layers, num_heads):
 
 def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, num_layers=2,
                               d_model=128, num_heads=4, dff=512, dropout=0.1, max_positions=64,
-                              share_embeddings=False, tie_output=False, norm_first=False,
-                              source_tokenizer=None, target_tokenizer=None, **kwargs):
+                              max_target_length=None, share_embeddings=False, tie_output=False,
+                              norm_first=False, source_tokenizer=None, target_tokenizer=None,
+                              **kwargs):
     """Build the Transformer encoder–decoder as a functional `keras.Model`.
 
     Args:
@@ -448,6 +454,8 @@ def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, nu
             self-attention cache: the longest source and target (keras-hub's
             `sequence_length`). Not a search setting: a search's
             `max_length` (target tokens) may be smaller.
+        max_target_length: int in `[1, max_positions]`, the default
+            `max_length` of a search (default: `max_positions`).
         share_embeddings: one embedding matrix for source and target (needs
             `source_vocab_size == target_vocab_size`).
         tie_output: compute logits with the transposed target embedding
@@ -475,6 +483,6 @@ def build_transformer_seq2seq(source_vocab_size=None, target_vocab_size=None, nu
     return build_seq2seq(
         TransformerSeq2Seq, source_vocab_size, target_vocab_size, source_tokenizer,
         target_tokenizer, num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
-        dropout=dropout, max_positions=max_positions, share_embeddings=share_embeddings,
-        tie_output=tie_output, norm_first=norm_first, **kwargs,
+        dropout=dropout, max_positions=max_positions, max_target_length=max_target_length,
+        share_embeddings=share_embeddings, tie_output=tie_output, norm_first=norm_first, **kwargs,
     )

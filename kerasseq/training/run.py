@@ -49,6 +49,7 @@ import shutil
 import keras
 
 from kerasseq._files import save_model_atomically, write_text_atomically
+from kerasseq._validation import is_int
 from kerasseq.training.averaging import (
     CHECKPOINT_PATTERN,
     KeepLastCheckpoints,
@@ -331,10 +332,9 @@ class TrainingRun:
             ValueError: `batch_size` is not a multiple of the replicas.
         """
         replicas = self.strategy.num_replicas_in_sync if self.strategy is not None else 1
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1 \
-                or batch_size % replicas:
-            raise ValueError(f"--batch-size {batch_size!r} is the global batch: it must be a "
-                             f"positive multiple of the {replicas} replicas")
+        if not is_int(batch_size) or batch_size < 1 or batch_size % replicas:
+            raise ValueError(f"batch_size is the global batch: it must be a positive multiple "
+                             f"of the {replicas} replicas. Received: batch_size={batch_size!r}")
         if self.multi_worker:
             from kerasseq.training.trainer import sharded_dataset_fn
 

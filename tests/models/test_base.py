@@ -196,8 +196,8 @@ def test_model_class_called_with_tensors_is_refused(kind):
     with pytest.raises(TypeError, match="extra positional"):
         model_class(12, 11, 8, 8, 8, "bahdanau", None, True, 1, 0.0, False, 0.0, 64, False, None,
                     None, "extra") if kind == "rnn" else model_class(
-            12, 11, 1, 16, 4, 32, 0.1, 16, False, False, False, 1e-5, 0.0, None, 0, None, None,
-            "extra")
+            12, 11, 1, 16, 4, 32, 0.1, 16, None, False, False, False, 1e-5, 0.0, None, 0, None,
+            None, "extra")
 
 
 @pytest.mark.parametrize("kind, kwargs", [
