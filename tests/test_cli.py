@@ -227,6 +227,17 @@ def test_bad_arguments_exit_2_with_one_line(args, message, capsys):
     assert line.startswith(f"kerasseq {args[0]}: error: ") and message in line
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--max-positions", "16"], "--max-positions applies to --model transformer"),
+    (["--model", "transformer", "--max-positions", "8", "--max-target-length", "12"],
+     "--max-target-length 12 must be <= --max-positions 8"),
+])
+def test_position_table_flags_are_checked(extra, message, capsys, tmp_path):
+    line = main_error(capsys, "train", "--output-dir", str(tmp_path / "run"), "--epochs", "1",
+                      "--max-train-examples", "16", "--max-dev-examples", "4", *extra)
+    assert line.startswith("kerasseq train: error: ") and message in line, line
+
+
 ARGPARSE_ERRORS = [
     (["train"], "the following arguments are required: --output-dir", "kerasseq train"),
     (["train", "--epochs", "0", "--output-dir", "/tmp/x"],

@@ -18,6 +18,17 @@ def small_model(num_layers=2, **kwargs):
                                      dff=32, max_positions=16, **kwargs)
 
 
+def test_max_target_length_is_the_search_default_within_the_position_table():
+    model = small_model(1, max_target_length=6)
+    assert (model.max_positions, model.max_target_length) == (16, 6)
+    assert model.generate(SOURCE, method="greedy")[0].shape == (len(SOURCE), 1, 6)
+    assert model.generate(SOURCE, method="greedy", max_length=16)[0].shape[-1] == 16
+    assert type(model).from_config(model.get_config()).max_target_length == 6
+    assert small_model(1).max_target_length == 16  # default: the whole table
+    with pytest.raises(ValueError, match="max_target_length must be <= max_positions=16"):
+        small_model(1, max_target_length=17)
+
+
 @pytest.mark.parametrize("num_layers", [1, 2])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_cached_decoding_equals_teacher_forced_call(num_layers, norm_first):
