@@ -417,15 +417,14 @@ def load_translator(path, signature=SERVING_SIGNATURE):
         raise ValueError(f"{path!r} is a SavedModel but not a kerasseq translator (no "
                          f"{METADATA_PATH} with format {METADATA_FORMAT!r}); export one with "
                          "`kerasseq export MODEL_DIR EXPORT_DIR`")
-    if signature == ALIGNMENTS_SIGNATURE and signature not in metadata.get("signatures", {}):
-        raise ValueError(f"{path!r} has no {signature} signature; re-export with "
-                         "`kerasseq export MODEL_DIR EXPORT_DIR --alignments`")
     try:
         loaded = tf.saved_model.load(path)
     except Exception as error:  # noqa: BLE001  (reported as one line)
         raise ValueError(f"{path!r} is not a loadable SavedModel: {first_line(error)}") from None
-    if signature not in loaded.signatures:
-        raise ValueError(f"{path!r} has no {signature} signature")
+    if signature not in loaded.signatures:  # the SavedModel's own list, not the metadata's
+        hint = ("; re-export with `kerasseq export MODEL_DIR EXPORT_DIR --alignments`"
+                if signature == ALIGNMENTS_SIGNATURE else "")
+        raise ValueError(f"{path!r} has no {signature} signature{hint}")
     function = loaded.signatures[signature]
     output = _SIGNATURE_OUTPUTS[signature]
     _, inputs = function.structured_input_signature

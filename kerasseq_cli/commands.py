@@ -317,6 +317,7 @@ def load_saved_model_translator(path, args):
     given; `--nbest N` reads the first N columns of the `translate_nbest`
     signature; `--alignments` reads `translate_alignments`.
     """
+    from kerasseq.alignment import from_pharaoh
     from kerasseq.export import (
         ALIGNMENTS_SIGNATURE,
         NBEST_SIGNATURE,
@@ -357,8 +358,16 @@ def load_saved_model_translator(path, args):
 
         def translate_with_links(texts):  # "translation<TAB>i-j ..." (the served Pharaoh text)
             outputs = served(texts)
-            return [f"{text.decode('utf-8')}\t{links.decode('utf-8')}" for text, links in
+            return [f"{text.decode('utf-8')}\t{checked(links)}" for text, links in
                     zip(outputs["translation"], outputs["alignment"], strict=True)]
+
+        def checked(links):  # a disguised export may serve anything: one line, not a traceback
+            text = links.decode("utf-8")
+            try:
+                from_pharaoh(text)
+            except ValueError as error:
+                raise CLIError(f"{path!r}: {error}") from None
+            return text
 
         return translate_with_links
 
