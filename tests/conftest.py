@@ -52,3 +52,40 @@ SLOW_FIRST = (
 def pytest_collection_modifyitems(config, items):
     rank = {path: index for index, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+
+
+# KERASSEQ_TEST_CPU_LOG=FILE appends one line per test phase to FILE: the node id,
+# the phase and the CPU seconds it took, the pytest process's own and those of the
+# child processes it waited for (CLI runs, servers, workers). The suite's CPU time is
+# what `make test` costs a newcomer; this says where it goes (README "Tests").
+_CPU_LOG = os.environ.get("KERASSEQ_TEST_CPU_LOG")
+
+
+def _cpu_seconds():
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+if _CPU_LOG:
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(item):
+        yield from _logged(item, "setup")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(item):
+        yield from _logged(item, "call")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(item):
+        yield from _logged(item, "teardown")
+
+    def _logged(item, phase):
+        own, children = _cpu_seconds()
+        yield
+        own_after, children_after = _cpu_seconds()
+        with open(_CPU_LOG, "a") as log:
+            log.write(f"{own_after - own:.2f}\t{children_after - children:.2f}\t{phase}\t{item.nodeid}\n")
