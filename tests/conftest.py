@@ -54,6 +54,14 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
 
 
+def pytest_sessionfinish(session, exitstatus):
+    # The zygotes of tests/processes.py end with the session (each pytest-xdist
+    # worker has its own), and are waited for: their CPU time counts.
+    from tests.processes import stop_zygotes
+
+    stop_zygotes()
+
+
 # KERASSEQ_TEST_CPU_LOG=FILE appends one line per test phase to FILE: the node id,
 # the phase and the CPU seconds it took, the pytest process's own and those of the
 # child processes it waited for (CLI runs, servers, workers). The suite's CPU time is
@@ -64,9 +72,14 @@ _CPU_LOG = os.environ.get("KERASSEQ_TEST_CPU_LOG")
 def _cpu_seconds():
     import resource
 
+    from tests.processes import FORKED_CPU_SECONDS
+
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    # The commands forked by tests/processes.py are the zygote's grandchildren:
+    # their CPU time is reported to us as each one ends.
+    return (own.ru_utime + own.ru_stime,
+            children.ru_utime + children.ru_stime + FORKED_CPU_SECONDS[0])
 
 
 if _CPU_LOG:

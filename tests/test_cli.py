@@ -12,6 +12,8 @@ import keras
 import pytest
 import tensorflow as tf
 
+from tests import processes
+
 TINY = ["--max-train-examples", "40", "--max-dev-examples", "20", "--evaluate-words", "10",
         "--embedding-dim", "8", "--units", "16", "--batch-size", "16", "--verbose", "0"]
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -27,7 +29,7 @@ LOG_LINE = re.compile(
 
 
 def start(*args, stdin=False):
-    return subprocess.Popen([sys.executable, "-m", "kerasseq_cli", *args], text=True, env=ENV,
+    return processes.popen([sys.executable, "-m", "kerasseq_cli", *args], text=True, env=ENV,
                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -543,7 +545,7 @@ def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_mo
 def test_translate_prints_translations_and_nothing_else(trained_dir):
     """Without TF_CPP_MIN_LOG_LEVEL the CLI silences TensorFlow's native start-up lines."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run([sys.executable, "-m", "kerasseq_cli", "translate", trained_dir,
+    result = processes.run([sys.executable, "-m", "kerasseq_cli", "translate", trained_dir,
                              *WORDS, "--beam", "1"], capture_output=True, text=True, env=env,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -28,6 +28,7 @@ from kerasseq.export import (
     read_metadata,
 )
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+from tests import processes
 from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
 from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
 
@@ -425,8 +426,8 @@ replace_directory_atomically(sys.argv[1], write)
 def test_sigkill_between_the_renames_leaves_whole_exports(tmp_path):
     path = str(tmp_path / "target")
     write_atomically(path, write_files("one"))
-    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, path],
-                            capture_output=True, text=True, env=CHILD_ENV, cwd=REPO, timeout=300)
+    killed = processes.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, path], forked=True,
+                           capture_output=True, text=True, env=CHILD_ENV, cwd=REPO, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not os.path.exists(path)
     (old,) = [name for name in os.listdir(tmp_path) if name.startswith(".target.old-")]
@@ -626,7 +627,7 @@ def test_decoders_accept_a_dynamic_batch_size():
 
 
 def start_cli(*arguments):
-    return subprocess.Popen(
+    return processes.popen(
         [sys.executable, "-m", "kerasseq_cli", *arguments],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV, cwd=REPO,
     )

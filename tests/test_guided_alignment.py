@@ -10,7 +10,6 @@ graph; save/load/export round trips.
 
 import json
 import os
-import subprocess
 import sys
 
 import keras
@@ -28,6 +27,7 @@ from kerasseq.alignment import (
 from kerasseq.data import TextTokenizer, WordPieceTextTokenizer, make_dataset
 from kerasseq.models import build_transformer_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy
+from tests import processes
 
 PERMUTATION = [2, 0, 3, 1]  # target word j is source word PERMUTATION[j]
 LETTERS = "abcdefghij"
@@ -404,7 +404,7 @@ print(json.dumps({
 
 def test_guided_step_under_mirrored_strategy_and_xla_equals_the_one_device_step():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
-    result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT], capture_output=True,
+    result = processes.run([sys.executable, "-c", MIRRORED_SCRIPT], forked=True, capture_output=True,
                             text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

@@ -17,6 +17,7 @@ import threading
 import pytest
 
 from kerasseq.training.checkpoints import read_history, truncate_history
+from tests import processes
 
 TINY = ["--max-train-examples", "40", "--max-dev-examples", "20", "--evaluate-words", "0",
         "--embedding-dim", "8", "--units", "16", "--batch-size", "16", "--verbose", "0",
@@ -49,7 +50,7 @@ def _debug_epochs(stderr):
 
 def _run_until_killed(command, timeout=150):
     """Start `command`, SIGKILL it when it prints KILL_AT; return its stderr lines."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    process = processes.popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, env=_env())
     watchdog = threading.Timer(timeout, process.kill)
     watchdog.start()
@@ -97,7 +98,7 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     assert _main(output, "--dataset", f"tsv:{other}") == 2
     assert "different source vocabulary" in capsys.readouterr().err.strip().splitlines()[-1]
 
-    resumed = subprocess.run(_command(output), capture_output=True, text=True, timeout=150,
+    resumed = processes.run(_command(output), capture_output=True, text=True, timeout=150,
                              env=_env())
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _debug_epochs(resumed.stderr) == [2, 3]  # resumed at epoch index 2, none repeated
@@ -123,7 +124,7 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     assert open(history_path(output)).read() == history_text
 
     # A larger --epochs continues from the finished model and optimizer state.
-    longer = subprocess.run([*_command(output), "--epochs", "5"],
+    longer = processes.run([*_command(output), "--epochs", "5"],
                             capture_output=True, text=True, timeout=150, env=_env())
     assert longer.returncode == 0, longer.stderr[-3000:]
     assert _debug_epochs(longer.stderr) == [4]  # only the new epoch runs

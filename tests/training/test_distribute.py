@@ -13,7 +13,6 @@ scaled loss shows in the weights (Adam's first step would hide it).
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -22,6 +21,7 @@ import tensorflow as tf
 
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy
 from kerasseq.training.distribute import get_strategy, pad_batches_to_multiple
+from tests import processes
 
 SCRIPT = r'''
 import json
@@ -118,7 +118,7 @@ print(json.dumps({
 
 def test_mirrored_step_matches_single_device_step():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+    result = processes.run([sys.executable, "-c", SCRIPT], forked=True, capture_output=True, text=True,
                             timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])

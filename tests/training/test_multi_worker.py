@@ -27,6 +27,7 @@ from kerasseq.training.distribute import (
     local_tf_configs,
     read_tf_config,
 )
+from tests.processes import popen
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
        "NVIDIA_TF32_OVERRIDE": "0", "CUDA_VISIBLE_DEVICES": ""}
@@ -189,8 +190,8 @@ def start_workers(command, count=2, homes=None):
     commands = command if isinstance(command[0], list) else [command] * count
     processes = []
     for i, config in enumerate(local_tf_configs(count)):
-        processes.append(subprocess.Popen(
-            commands[i], env={**ENV, "TF_CONFIG": config}, cwd=None if homes is None else homes[i],
+        processes.append(popen(
+            commands[i], forked=True, env={**ENV, "TF_CONFIG": config}, cwd=None if homes is None else homes[i],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return processes
 
@@ -222,7 +223,7 @@ def max_difference(a, b):
 def test_two_workers_step_equals_single_process_step_with_clipping():
     # The one-process reference runs beside the two workers (they spend much
     # of their time waiting on each other's all-reduce).
-    single = subprocess.Popen([sys.executable, "-c", STEP_SCRIPT, "single"], env=ENV,
+    single = popen([sys.executable, "-c", STEP_SCRIPT, "single"], env=ENV, forked=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     workers = finish(start_workers([sys.executable, "-c", STEP_SCRIPT, "workers"]))
     single_code, single_out, single_err = finish([single])[0]
