@@ -18,6 +18,8 @@ Translation: `corpus_bleu` and `corpus_chrf` are thin wrappers over sacreBLEU,
 so scores are the standard, comparable ones (0-100 scale).
 """
 
+import bisect
+
 from rapidfuzz.distance import Levenshtein
 
 
@@ -58,12 +60,10 @@ def _check_lengths(hypotheses, references):
 
 def _closest_reference(hypothesis_tokens, reference_token_lists):
     """`(distance, reference_length)` of the closest reference (first on ties)."""
-    best = None
-    for reference_tokens in reference_token_lists:
-        distance = Levenshtein.distance(hypothesis_tokens, reference_tokens)
-        if best is None or distance < best[0]:
-            best = (distance, len(reference_tokens))
-    return best
+    distance, _, length = min((Levenshtein.distance(hypothesis_tokens, reference), index,
+                               len(reference))
+                              for index, reference in enumerate(reference_token_lists))
+    return distance, length
 
 
 def g2p_error_rates(hypotheses, references):
@@ -284,11 +284,9 @@ def scores_by_length(sources, hypotheses, references, buckets=(0, 10, 20, 30, 40
     measure = _source_length_function(length, metric)
     members = [[] for _ in edges]
     for index, source in enumerate(sources):
-        source_length = measure(source)
-        for bucket in range(len(edges) - 1, -1, -1):
-            if source_length >= edges[bucket]:
-                members[bucket].append(index)
-                break
+        bucket = bisect.bisect_right(edges, measure(source)) - 1
+        if bucket >= 0:  # shorter than the first edge: in no bucket
+            members[bucket].append(index)
     rows = []
     for bucket, low in enumerate(edges):
         high = edges[bucket + 1] - 1 if bucket + 1 < len(edges) else None

@@ -42,6 +42,7 @@ import tensorflow as tf
 from kerasseq._files import replace_atomically
 from kerasseq._validation import check_positive_int
 from kerasseq.data.tokenizer import END_ID, START_ID
+from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
 QUANTIZATIONS = (None, "dynamic_range")
 
@@ -138,7 +139,6 @@ def convert_to_tflite(model, batch_size=1, source_length=None, max_length=None, 
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}. Received: quantize={quantize!r}")
     check_search = getattr(model, "check_search_config", None)
     if callable(check_search):  # the model's own limits (the Transformer's position table)
-        from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
         try:
             check_search(SearchConfig(method="greedy", max_length=max_length,

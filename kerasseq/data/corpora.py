@@ -29,6 +29,11 @@ import os
 
 from kerasseq._messages import first_line
 from kerasseq._validation import ArgumentError
+from kerasseq.data.cmudict import entries_to_pairs, load_cmudict
+from kerasseq.data.sword import SPLITS, SwordError, load_bible_pairs
+from kerasseq.data.tokenizer import TextTokenizer
+from kerasseq.data.tsv import load_tsv_pairs
+from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
 
 __all__ = ["learn_tokenizers", "load_pairs", "spread_sample"]
 
@@ -70,13 +75,9 @@ def load_pairs(dataset, split, limit=None, on_bad_line="error"):
     if not isinstance(dataset, str):
         raise ValueError(f"dataset must be {DATASET_NAMES}. Received: {dataset!r}")
     if dataset == "cmudict":
-        from kerasseq.data.cmudict import entries_to_pairs, load_cmudict
-
         entries = spread_sample(load_cmudict(split), limit)
         return entries_to_pairs(entries), dict(entries)
     if dataset.startswith("tsv:"):
-        from kerasseq.data.tsv import load_tsv_pairs
-
         path = dataset[4:]
         if not os.path.exists(path):
             raise FileNotFoundError(f"dataset {dataset}: no such file: {path}")
@@ -120,9 +121,6 @@ def learn_tokenizers(dataset, pairs, tokenizer="default", vocabulary_size=None):
     >>> source.split, target.split
     ('character', 'whitespace')
     """
-    from kerasseq.data.tokenizer import TextTokenizer
-    from kerasseq.data.wordpiece_tokenizer import WordPieceTextTokenizer
-
     if vocabulary_size is not None and vocabulary_size <= 4:
         raise ArgumentError("vocabulary_size",
                             f"vocabulary_size must be > 4 (it counts the 4 reserved ids). "
@@ -186,8 +184,6 @@ def _load_tfds(dataset, split, limit):
 
 def _load_sword(dataset, split):
     """`(source, target)` verse pairs of `"sword[:SOURCE:TARGET]"`, in Bible order."""
-    from kerasseq.data.sword import SPLITS, SwordError, load_bible_pairs
-
     modules = dataset.split(":")[1:]
     if len(modules) not in (0, 2) or not all(modules):
         raise ValueError("dataset must be 'sword' or 'sword:SOURCE_MODULE:TARGET_MODULE' "

@@ -10,7 +10,7 @@ Both sequences have length `n + 1`, so one padding mask serves both.
 import numpy as np
 import tensorflow as tf
 
-from kerasseq._validation import check_positive_int
+from kerasseq._validation import check_int, check_positive_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
 _ENCODE_CHUNK = 1024  # texts tokenized per vectorized lookup
@@ -194,16 +194,10 @@ def make_dataset(
     """
     pairs = _check_pairs(pairs)
     _check_batch_size(batch_size)
-    for name, value in (
-        ("max_source_length", max_source_length),
-        ("max_target_length", max_target_length),
-    ):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(
-                f"`{name}` must be None or an int >= 1. Received: {name}={value!r}"
-            )
+    for name, value in (("max_source_length", max_source_length),
+                        ("max_target_length", max_target_length)):
+        if value is not None:
+            check_int(name, value)
     sources = [source for source, _ in pairs]
     targets = [target for _, target in pairs]
     # Token counts of every pair: for 'auto' buckets, and for the number of

@@ -181,10 +181,6 @@ class GRUDecoder(keras.layers.Layer):
         # `keras.utils.set_random_seed` are those of a fixed-seed generator.
         self.seed_generator = None if seed is None else keras.random.SeedGenerator(seed)
 
-    @property
-    def uses_context(self):
-        return self.attention is not None or self.feed_context
-
     def build(self, target_in_ids_shape, initial_state_shape=None, values_shape=None,
               encoder_padding_mask_shape=None, values_mask_shape=None):
         batch_size = target_in_ids_shape[0]

@@ -21,11 +21,11 @@ attention) `attention_weights`, the members' mean, for the coverage penalty.
 """
 
 import math
-import numbers
 
 import keras
 from keras import ops
 
+from kerasseq._validation import is_int
 from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK, encode_for_search
 from kerasseq.models.base import Seq2SeqModel
 
@@ -147,10 +147,8 @@ class Ensemble(Seq2SeqModel):
     @property
     def source_length_multiple(self):
         """Columns of a source batch are padded to a multiple of every member's."""
-        multiple = 1
-        for member in self.members:
-            multiple = math.lcm(multiple, int(getattr(member, "source_length_multiple", 8) or 1))
-        return multiple
+        return math.lcm(*(int(getattr(member, "source_length_multiple", 8) or 1)
+                          for member in self.members))
 
     @property
     def shared_state_keys(self):
@@ -263,12 +261,10 @@ def check_members(members):
             `encode` and `decode_step`.
         ValueError: target (or source) vocabularies or special ids differ.
     """
-    if not isinstance(members, (list, tuple)):
-        raise TypeError("members must be a non-empty list of kerasseq models. "
-                        f"Received: members of type {type(members).__name__}")
-    if not members:
-        raise TypeError("members must be a non-empty list of kerasseq models. "
-                        "Received: an empty list")
+    if not isinstance(members, (list, tuple)) or not members:
+        received = "an empty list" if isinstance(members, (list, tuple)) else (
+            f"members of type {type(members).__name__}")
+        raise TypeError(f"members must be a non-empty list of kerasseq models. Received: {received}")
     for index, member in enumerate(members):
         missing = [name for name in ("encode", "decode_step")
                    if not callable(getattr(member, name, None))]
@@ -341,7 +337,5 @@ def _first_attribute(members, name):
 
 
 def _smallest_int(members, name):
-    values = [getattr(member, name, None) for member in members]
-    values = [int(v) for v in values
-              if isinstance(v, numbers.Integral) and not isinstance(v, bool)]
+    values = [int(v) for v in (getattr(member, name, None) for member in members) if is_int(v)]
     return min(values) if values else None

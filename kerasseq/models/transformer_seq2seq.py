@@ -8,6 +8,7 @@ from keras import ops
 from kerasseq._replicas import sum_over_replicas
 from kerasseq._validation import check_int
 from kerasseq.alignment import guided_alignment_loss
+from kerasseq.decoding.config import SearchConfigError
 from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
 from kerasseq.layers import (
     OutputProjection,
@@ -338,8 +339,6 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 or `max_source_length` exceeds the model's `max_positions` (its
                 self-attention cache and position tables); `.field` names it.
         """
-        from kerasseq.decoding.config import SearchConfigError
-
         if config.max_length is not None and config.max_length > self.max_positions:
             raise SearchConfigError(
                 "max_length",

@@ -23,6 +23,7 @@ import keras
 import numpy as np
 
 from kerasseq._files import save_model_atomically
+from kerasseq._messages import first_line
 from kerasseq._validation import check_int
 from kerasseq.training.callbacks import all_weights_finite
 
@@ -227,9 +228,7 @@ def _load(path):
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as error:  # noqa: BLE001  (Keras raises many kinds; one message)
-        first_line = next((line for line in str(error).splitlines() if line.strip()),
-                          type(error).__name__)
-        raise ValueError(f"{path!r} is not a loadable Keras model: {first_line.strip()}") from None
+        raise ValueError(f"{path!r} is not a loadable Keras model: {first_line(error)}") from None
 
 
 def _architecture(model):

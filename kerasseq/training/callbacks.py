@@ -6,6 +6,9 @@ import time
 import keras
 import numpy as np
 
+from kerasseq._validation import check_int
+from kerasseq.evaluation import corpus_bleu
+
 SCHEDULES = ("constant", "linear", "exponential", "inverse_sigmoid")
 
 
@@ -174,8 +177,7 @@ class DevBleuEarlyStopping(keras.callbacks.Callback):
         if len(self.sources) != len(self.references):
             raise ValueError("sources and references must have the same length. Received: "
                              f"{len(self.sources)} sources, {len(self.references)} references")
-        if not isinstance(patience, int) or patience < 1:
-            raise ValueError(f"patience must be an int >= 1. Received: patience={patience!r}")
+        check_int("patience", patience)
         search.pop("method", None)
         self.patience, self.batch_size, self.lowercase = patience, batch_size, bool(lowercase)
         self.log_name, self.verbose, self.search = log_name, verbose, search
@@ -185,8 +187,6 @@ class DevBleuEarlyStopping(keras.callbacks.Callback):
         self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
 
     def on_epoch_end(self, epoch, logs=None):
-        from kerasseq.evaluation import corpus_bleu
-
         started = time.time()
         hypotheses = self.model.translate(self.sources, method="greedy",
                                           batch_size=self.batch_size, **self.search)

@@ -47,9 +47,11 @@ import os
 import shutil
 
 import keras
+import tensorflow as tf
 
 from kerasseq._files import save_model_atomically, write_text_atomically
 from kerasseq._validation import is_int
+from kerasseq.data import make_dataset
 from kerasseq.training.averaging import (
     CHECKPOINT_PATTERN,
     KeepLastCheckpoints,
@@ -68,6 +70,12 @@ from kerasseq.training.checkpoints import (
     read_history,
     truncate_history,
 )
+from kerasseq.training.trainer import (
+    DistributedTrainer,
+    max_over_workers,
+    min_over_workers,
+    sharded_dataset_fn,
+)
 
 RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
 BACKUP_DIR = "backup"
@@ -75,8 +83,6 @@ TENSORBOARD_DIR = "tensorboard"
 
 
 def _is_multi_worker(strategy):
-    import tensorflow as tf
-
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 CHECKPOINTS_DIR = "checkpoints"
 
@@ -175,8 +181,6 @@ class TrainingRun:
         if not self.multi_worker:
             return self.backup.completed_epochs()
         if self._agreed_epochs is None:
-            from kerasseq.training.trainer import min_over_workers
-
             self._agreed_epochs = min_over_workers(self.strategy, self.backup.completed_epochs())
             self.backup.resume_epoch = self._agreed_epochs
         return self._agreed_epochs
@@ -187,7 +191,6 @@ class TrainingRun:
         finished = os.path.exists(self.model_path) and os.path.exists(self.path("summary.json"))
         if not self.multi_worker:
             return finished
-        from kerasseq.training.trainer import max_over_workers
 
         return bool(max_over_workers(self.strategy, int(finished and self.is_chief)))
 
@@ -336,15 +339,12 @@ class TrainingRun:
             raise ValueError(f"batch_size is the global batch: it must be a positive multiple "
                              f"of the {replicas} replicas. Received: batch_size={batch_size!r}")
         if self.multi_worker:
-            from kerasseq.training.trainer import sharded_dataset_fn
-
             train_data = sharded_dataset_fn(train_pairs, source_tokenizer, target_tokenizer,
                                             batch_size, seed=seed,
                                             bucket_boundaries=bucket_boundaries)
             dev_data = (sharded_dataset_fn(dev_pairs, source_tokenizer, target_tokenizer,
                                            batch_size, shuffle=False) if dev_pairs else None)
             return train_data, dev_data
-        from kerasseq.data import make_dataset
         from kerasseq.training.distribute import pad_batches_to_multiple
 
         train_data = pad_batches_to_multiple(
@@ -373,8 +373,6 @@ class TrainingRun:
         callbacks = self.callbacks(callbacks, keep_checkpoints)
         try:
             if self.multi_worker:
-                from kerasseq.training.trainer import DistributedTrainer
-
                 # Keras 3's fit cannot run under MultiWorkerMirroredStrategy.
                 return DistributedTrainer(model, self.strategy).fit(
                     train_data, validation_data=validation_data, epochs=epochs,

@@ -10,8 +10,13 @@ an image. `kerasseq train` writes both to `OUTPUT_DIR/tensorboard`:
 """
 
 import io
+import os
 
 import keras
+import numpy as np
+import tensorflow as tf
+
+from kerasseq.evaluation import corpus_bleu, g2p_error_rates
 
 
 class TranslationSummaries(keras.callbacks.Callback):
@@ -45,18 +50,12 @@ class TranslationSummaries(keras.callbacks.Callback):
         self._writer = None
 
     def _file_writer(self):
-        import os
-
-        import tensorflow as tf
-
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "validation"))
         return self._writer
 
     def scores(self):
         """`{name: value}` of the model's current translations of the sources."""
-        from kerasseq.evaluation import corpus_bleu, g2p_error_rates
-
         hypotheses = self.model.translate(self.sources, **self.search)
         if self.metric == "wer":
             rates = g2p_error_rates(hypotheses, self.references)
@@ -66,9 +65,6 @@ class TranslationSummaries(keras.callbacks.Callback):
     def attention_image(self):
         """The attention heatmap of the first source as a `(1, H, W, 4)` uint8 image, or None
         (a model without attention)."""
-        import numpy as np
-        import tensorflow as tf
-
         from kerasseq.plotting import plot_attention
 
         model = self.model
@@ -99,7 +95,6 @@ class TranslationSummaries(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every:
             return
-        import tensorflow as tf
 
         scores = self.scores()
         image = self.attention_image()
