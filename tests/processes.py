@@ -53,7 +53,9 @@ def _import_key(env):
 
 class _Zygote:
     def __init__(self, env):
-        self.directory = tempfile.mkdtemp(prefix="kerasseq-zygote-")
+        # A short directory: a Unix socket's path has at most 107 bytes.
+        self.directory = tempfile.mkdtemp(prefix="kerasseq-zygote-",
+                                          dir="/tmp" if os.path.isdir("/tmp") else None)
         self.path = os.path.join(self.directory, "socket")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.zygote", self.path], cwd=ROOT, env=env,
