@@ -18,13 +18,10 @@ process killed mid-write, sees the old content or the new, never a part.
   `kerasseq.training.AtomicModelCheckpoint` lets Keras write into one and
   renames each file into place.
 
-A process killed outright (SIGKILL, no `finally`) leaves its temporary
-sibling behind. The next write to the same path removes every
-`.NAME.tmp-PID-TOKEN*` and `.NAME.old-PID-TOKEN` whose process no longer
-runs on this machine (`stale_siblings`); the set-aside directories only
-once the new directory is in place (until then one may be the only
-complete copy). Siblings of a process that still runs (a concurrent
-writer) and those of other paths are left alone.
+A process killed outright (SIGKILL) leaves its siblings behind (the cases:
+`replace_directory_atomically`); the next write to the same path removes
+those of dead processes (`stale_siblings`), set-aside directories only once
+the new one is in place (until then one may be the only complete copy).
 """
 
 import os

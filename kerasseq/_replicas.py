@@ -8,10 +8,8 @@ def sum_over_replicas(value):
     """Σ of a per-replica scalar over the replicas of a `tf.distribute` strategy.
 
     The identity outside `strategy.run` and with a single replica. The sum
-    carries no gradient: it is used as the denominator of a global mean
-    (each replica divides its own sum by the global count, Keras adds the
-    replicas' gradients, so the step follows the gradient of the global
-    mean exactly).
+    carries no gradient: it is the denominator of a global mean, as
+    `MaskedSparseCategoricalCrossentropy` explains.
     """
     if keras.backend.backend() != "tensorflow":
         return value

@@ -42,16 +42,12 @@ from kerasseq._replicas import sum_over_replicas
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 
-# The cross-attention a Transformer's alignments read when no layer and head
-# are given: every default of kerasseq (`align_texts`, `model.translate(...,
-# return_alignments=True)`, `Translator`, the export, the command line) is
-# these two names. Chosen by measurement: on the 1,576 Spanish → English
-# Bible test verses (67,062 Strong's links, docs/tutorial_bible.md) the mean
-# over all layers and heads of the 3+3-layer Transformer aligns best (F1
-# 0.245), ahead of the middle layer's mean (0.241, fairseq's and
-# OpenNMT-py's penultimate layer), the last layer's mean (0.233) and every
-# single head (0.057-0.229); eflomal reaches 0.295. A mean is also defined
-# for every model, whatever its number of layers.
+# The default of every alignment in kerasseq (`align_texts`, `translate`,
+# `Translator`, the export, the command line), chosen as the module docstring
+# says. Measured F1 (3+3-layer Transformer, 1,576 test verses, 67,062
+# Strong's links): the mean 0.245, the middle layer's mean 0.241 (fairseq's
+# and OpenNMT-py's penultimate layer), the last layer's 0.233, single heads
+# 0.057-0.229; eflomal 0.295. A mean is also defined for every model.
 ALIGNMENT_LAYER = "mean"
 ALIGNMENT_HEAD = "mean"
 
@@ -86,10 +82,8 @@ def guided_alignment_loss(links, attention, epsilon=1e-9):
     `guided_alignment_type: ce`). Target pieces without a link and padding
     count for nothing; a batch without any link gives 0.
 
-    Under a `tf.distribute` strategy with several replicas each replica
-    divides its own sum by the number of linked pieces summed over all
-    replicas, so the replicas' gradients add up to the gradient of the
-    global mean (as `MaskedSparseCategoricalCrossentropy` does for tokens).
+    With several replicas each divides by the linked pieces of all replicas,
+    as `MaskedSparseCategoricalCrossentropy` does for tokens (it says why).
 
     Args:
         links: `(batch_size, target_length, source_length)`, > 0 where a

@@ -16,15 +16,8 @@ Signatures (batch size unknown until serving time):
 | `serving_default` | `text`: `tf.string (None,)` | `translation`: `tf.string (None,)`, `score`: `float32 (None,)` |
 | `translate_nbest` | `text`: `tf.string (None,)` | `translations`: `tf.string (None, num_return)`, `scores`: `float32 (None, num_return)` |
 
-Bad input never crashes the graph:
-
-* empty or whitespace-only strings translate to `""` with score `0.0`;
-* characters or words outside the vocabulary become `[UNK]` and are
-  translated like any other token;
-* sources longer than `max_source_length` tokens are cut to their first
-  `max_source_length` tokens;
-* invalid UTF-8 bytes are replaced by U+FFFD before tokenization;
-* an empty batch (shape `(0,)`) gives empty outputs.
+Bad input never crashes the graph (blank texts, unknown tokens, long
+sources, invalid UTF-8, an empty batch): see `Translator.translate_tensor`.
 """
 
 import json
@@ -90,18 +83,8 @@ def export_translator(
     point. With XLA, each new `(rows bucket, source-length bucket)` shape is
     compiled on its first call in the serving process.
 
-    The export is atomic: the SavedModel is first written to a temporary
-    directory next to `path` (same file system), then renamed into place. An
-    existing export at `path` (with `overwrite=True`) is moved aside, replaced
-    and only then deleted. Only a SavedModel directory (one holding
-    `saved_model.pb`) or an empty directory is ever replaced: a `.keras`
-    model file, any other file, a non-empty directory without
-    `saved_model.pb` or a symbolic link to anything but a SavedModel
-    directory raises `FileExistsError` and is left untouched, whatever
-    `overwrite` says (see `check_export_path`). If anything fails, the previous content of `path`
-    is left as it was and no temporary directory remains (a process killed
-    with SIGKILL may leave one, never a half-written `path`; the next export
-    to `path` removes it: see `kerasseq._files.replace_directory_atomically`).
+    The export is atomic (`kerasseq._files.replace_directory_atomically`)
+    and replaces only a SavedModel or an empty directory (`check_export_path`).
 
     Args:
         model: a `kerasseq.decoding.Seq2SeqDecodable` with
@@ -109,11 +92,8 @@ def export_translator(
         path: str or path-like, the SavedModel directory to create.
         config: optional `kerasseq.SearchConfig`; the keyword arguments below
             replace its fields. `"sample"` cannot be exported.
-        method: `"beam"` (default) or `"greedy"`.
-        num_beams: int >= 1, beams kept by beam search (default 4).
-        length_penalty: float alpha >= 0, GNMT length penalty (beam only).
-        max_length: int >= 1, most target tokens per translation (default:
-            the model's `max_target_length`).
+        method, num_beams, length_penalty, max_length, jit_compile: the
+            `kerasseq.SearchConfig` fields; method `"beam"` or `"greedy"`.
         num_return: int, hypotheses returned per text by `translate_nbest`,
             in `[1, num_beams]`; default `num_beams` (1 for greedy).
         max_source_length: int >= 1, source tokens kept per text; longer
@@ -123,8 +103,6 @@ def export_translator(
             model's `max_positions` for a model with a smaller position table
             (the Transformer, which refuses a larger value). The value is in
             the export's metadata.
-        jit_compile: True, False or `"auto"` (default): XLA-compile the
-            encoder and the search.
         alignments: bool, default False. Also export the signature
             `translate_alignments`: `text` → `translation`, `score` and
             `alignment`, the best hypothesis's word links from the attention

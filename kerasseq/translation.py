@@ -47,28 +47,21 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
         config: optional `kerasseq.SearchConfig`.
         verbose: "auto" (a progress bar for datasets only), 0/False (none),
             1/True (a progress bar over all rows) or 2 (one line at the end).
-        return_scores: text input only: also return the search scores. Id
-            input always returns them.
-        **settings: `SearchConfig` fields, e.g. `method`, `num_beams`,
-            `batch_size`, `max_length`, `length_penalty`, `coverage_penalty`,
-            `num_return`, `return_log_probs` (ids), `temperature`/`top_k`/`seed`
-            (sample), `jit_compile`.
+        return_scores: text input only: also return the search scores (id
+            input always returns them).
+        return_alignments, alignment_layer, alignment_head: text input only,
+            as in `kerasseq.Translator.translate`.
+        **settings: `SearchConfig` fields replacing those of `config`.
 
     Returns:
-        Text input: like `Seq2SeqModel.translate`: a string for a single
-        string, else a list of strings (of n-best lists with `num_return > 1`);
-        with `return_scores=True` a `(translations, scores)` pair.
-        Id input: the tuple of `Seq2SeqModel.generate` as NumPy arrays,
-        concatenated over batches: `(token_ids, scores, lengths)` with
-        `token_ids` `(batch_size, num_return, max_length)` for every method
-        (`num_return` is 1 for greedy search and sampling).
+        Text input: what `kerasseq.Translator.translate` returns. Id input:
+        what `kerasseq.Translator.generate` returns, concatenated over batches.
 
     Raises:
-        TypeError: `model` does not meet the decoding contract (`encode`,
-            `decode_step`; the same check as `Translator`), `texts_or_ids` has none of
-            the types above (the message names what was received), or an
-            unknown search setting.
-        ValueError: bad search settings or an infinite dataset.
+        TypeError: `texts_or_ids` has none of the types above (the message
+            names what was received), a model without the decoding contract
+            (`kerasseq.translator.check_model`) or an unknown setting.
+        ValueError: a bad setting or an infinite dataset.
 
     Example:
 

@@ -1,10 +1,5 @@
-"""The one inference path: `SearchConfig` and `Translator`.
-
-Every way text (or source ids) reaches a search in kerasseq goes through a
-`Translator`: `kerasseq.translate`, `Seq2SeqModel.translate` and `generate`,
-the `kerasseq translate` / `evaluate` commands and `export_translator` (which
-saves the translator's own serving `tf.function`). They share one set of
-defaults, the fields of `SearchConfig`: beam search with 4 beams.
+"""The one inference path: `SearchConfig` and `Translator` (what uses it and
+what only it does: the class docstring and docs/design.md).
 
 Pipeline (eager, `Translator.translate`):
 
@@ -18,19 +13,13 @@ from `SearchConfig.jit_compile`; because every batch is padded to a bucket,
 the number of compiled shapes stays small (about log2(batch_size) row buckets
 times the source-length buckets that occur).
 
-One of each (docs/design.md): the translator is the only place that pads to
-buckets (`Translator._pad_to_bucket`, TensorFlow ops run eagerly here and
-traced inside the exported function), compiles (`_compiled`, one function
-per bucket shape) and counts traces (`trace_count`). The decoders it runs
-(`kerasseq.decoding`'s loops) keep no compiled functions, `SearchConfig`
-(defined in `kerasseq.decoding.config`, re-exported here) checks every
-setting, and the serving module lives in `kerasseq.export`.
-
-The translator only needs the decoding contract
-(`kerasseq.decoding.Seq2SeqDecodable`: `encode` and `decode_step`) plus the
-optional attributes listed in `kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`
-(tokenizers for text, ids, limits, hooks), read through `contract.optional`;
-models do not import it.
+The decoders it runs (`kerasseq.decoding`'s loops) keep no compiled
+functions; `SearchConfig` (defined in `kerasseq.decoding.config`,
+re-exported here) checks every setting; the serving module lives in
+`kerasseq.export`. The translator only needs the decoding contract
+(`kerasseq.decoding.Seq2SeqDecodable`) plus the optional attributes of
+`kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`, read through
+`contract.optional`; models do not import it.
 """
 
 import types
@@ -91,15 +80,6 @@ def check_texts(texts):
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
-
-
-def is_blank(text):
-    """True for a text with nothing to translate: empty or whitespace only.
-
-    "Whitespace" is what `str.strip()` removes; exports use the same set of
-    characters (`BLANK_PATTERN`), so the rule is the same everywhere.
-    """
-    return not text.strip()
 
 
 def check_source_ids(source_ids, vocab_size):
@@ -430,6 +410,9 @@ class Translator:
             max_length)`, `(n, num_return)`, `(n, num_return)` for every
             method (`num_return` is 1 for greedy search and sampling), plus
             `log_probs` when `return_log_probs=True` (beam search).
+
+        Raises:
+            TypeError, ValueError: bad ids (`check_source_ids`), or no rows.
         """
         array = check_source_ids(source_ids, self._source_vocab_size)
         if array.shape[0] == 0:
@@ -498,8 +481,9 @@ class Translator:
         check_texts(texts)
         source = self._source_tokenizer.encode(texts) if texts else None
         lengths = source.row_lengths().numpy() if texts else np.zeros([0], np.int64)
-        blank = np.array([is_blank(text) for text in texts], bool) | (lengths == 0)
-        # One rule for blank texts everywhere (API, CLI, exports): "" with score 0.0.
+        # One rule for blank texts everywhere (API, CLI, exports): "" with score 0.0;
+        # blank is what `str.strip()` removes, the characters of `BLANK_PATTERN`.
+        blank = np.array([not text.strip() for text in texts], bool) | (lengths == 0)
         empty = [""] * self.config.num_return if self.config.num_return > 1 else ""
         empty_score = [0.0] * self.config.num_return if self.config.num_return > 1 else 0.0
         translations = [empty if is_empty else None for is_empty in blank]

@@ -16,13 +16,11 @@ Entry points: the `kerasseq` console script (`kerasseq_cli:main`),
 Why a package of its own, beside `kerasseq`: `import kerasseq` registers
 every serializable class with Keras (so `keras.models.load_model` finds
 them), which imports TensorFlow, several seconds. This package is standard
-library only and outside `kerasseq`, so `kerasseq --help`, `kerasseq
-COMMAND --help` and argument errors are answered before anything heavy is
-imported; only a command that runs imports `kerasseq_cli.commands` (and with
-it kerasseq and TensorFlow). `python -m kerasseq` runs the same `main`, after
-the package import.
-The parser holds every option's default: the commands read `args.NAME`. The
-command line silences TensorFlow's native logging (`TF_CPP_MIN_LOG_LEVEL=3`
+library only, so `--help` and argument errors are answered before anything
+heavy is imported (only a command that runs imports `kerasseq_cli.commands`).
+`python -m kerasseq` runs the same `main`, after the package import.
+
+The command line silences TensorFlow's native logging (`TF_CPP_MIN_LOG_LEVEL=3`
 and, for the lines TensorFlow 2.21 prints regardless, `quiet_native_logs`)
 unless the user set `TF_CPP_MIN_LOG_LEVEL`, so `kerasseq translate` prints
 the translations and nothing else.

@@ -85,21 +85,18 @@ class TokenizerBase(keras.layers.Layer):
     base adds no config key and is not registered, so `.keras` files and
     configs written before it existed load unchanged.
 
+    Calling the layer is `encode(texts)`: same arguments, same result. The
+    class attributes `pad_id`, `unk_id`, `start_id`, `end_id` are the
+    reserved ids 0-3 of the module docstring.
+
     Args:
         lowercase: bool, lower-case (or case-fold) text before splitting.
         max_length: optional int >= 1, `encode` keeps the first `max_length`
             tokens.
         **kwargs: passed to `keras.layers.Layer`.
-
-    Call arguments:
-        texts: a str, a list of str, or a `tf.string` tensor of shape `()` or
-            `(batch_size,)`.
-
-    Returns:
-        Same as `encode`: a `tf.RaggedTensor` of int32 ids of shape
-        `(batch_size, None)` for a batch, a dense `(length,)` tensor for a
-        single string.
     """
+
+    pad_id, unk_id, start_id, end_id = PAD_ID, UNK_ID, START_ID, END_ID
 
     def __init__(self, lowercase=False, max_length=None, **kwargs):
         super().__init__(**kwargs)
@@ -171,22 +168,6 @@ class TokenizerBase(keras.layers.Layer):
         """Number of ids, reserved ones included (the embedding `input_dim`)."""
         self._require_vocabulary()
         return len(RESERVED_TOKENS) + len(self._vocabulary)
-
-    @property
-    def pad_id(self):
-        return PAD_ID
-
-    @property
-    def unk_id(self):
-        return UNK_ID
-
-    @property
-    def start_id(self):
-        return START_ID
-
-    @property
-    def end_id(self):
-        return END_ID
 
     @staticmethod
     def _iterate_text_batches(texts):
@@ -294,14 +275,9 @@ class TokenizerBase(keras.layers.Layer):
         Returns:
             list of str, one per row.
         """
-        if isinstance(ids, (list, tuple)) and not isinstance(ids, tf.RaggedTensor):
-            ids = (
-                tf.ragged.constant(ids, dtype=tf.int64)
-                if ids
-                else tf.zeros([0, 0], tf.int64)
-            )
-        texts = self.detokenize(ids).numpy()
-        texts = np.reshape(texts, [-1])
+        if isinstance(ids, (list, tuple)):
+            ids = tf.ragged.constant(ids, dtype=tf.int64) if ids else tf.zeros([0, 0], tf.int64)
+        texts = np.reshape(self.detokenize(ids).numpy(), [-1])
         return [text.decode("utf-8") for text in texts]
 
     # ------------------------------------------------------------------
@@ -401,15 +377,11 @@ class TextTokenizer(TokenizerBase):
             order (first token gets id 4). `None` to build it later with
             `adapt`. Duplicates, empty strings and reserved tokens are errors.
         split: `"character"`, `"whitespace"` or `"word"`.
-        lowercase: bool, default `False`. When `True`, every text is
-            lower-cased before it is split (`tf.strings.lower(texts,
-            encoding="utf-8")`, Unicode-aware: `"ÉCOLE"` -> `"école"`), in
-            `adapt` / `from_texts` as well as in `tokenize`, `encode` and
-            the layer call, eagerly and inside a `tf.function` or exported
-            SavedModel. `"Hello"`, `"HELLO"` and `"hello"` then get the same
-            ids and the vocabulary holds lower-case tokens only. Saved in
-            `get_config`; a config without the key loads with `False`.
-            `detokenize` does not restore the case.
+        lowercase: bool, default `False`. Lower-case every text before it
+            is split (`tf.strings.lower(texts, encoding="utf-8")`:
+            `"ÉCOLE"` -> `"école"`), wherever it is split (`tokenize`, so
+            `encode` and `adapt` too); `detokenize` does not restore the
+            case. A config without the key loads with `False`.
         max_length: optional int >= 1. `encode` keeps only the first
             `max_length` tokens of each text (the end is cut off).
         **kwargs: passed to `keras.layers.Layer` (`name`, ...).
@@ -444,21 +416,10 @@ class TextTokenizer(TokenizerBase):
                 f"Received: split={split!r}"
             )
         self.split = split
-        self._token_to_id = keras.layers.StringLookup(
-            vocabulary=[START_TOKEN, END_TOKEN],
-            mask_token=PAD_TOKEN,
-            oov_token=UNK_TOKEN,
-            num_oov_indices=1,
-            name="token_to_id",
-        )
-        self._id_to_token = keras.layers.StringLookup(
-            vocabulary=[START_TOKEN, END_TOKEN],
-            mask_token=PAD_TOKEN,
-            oov_token=UNK_TOKEN,
-            num_oov_indices=1,
-            invert=True,
-            name="id_to_token",
-        )
+        lookup = dict(vocabulary=[START_TOKEN, END_TOKEN], mask_token=PAD_TOKEN,
+                      oov_token=UNK_TOKEN, num_oov_indices=1)
+        self._token_to_id = keras.layers.StringLookup(**lookup, name="token_to_id")
+        self._id_to_token = keras.layers.StringLookup(**lookup, invert=True, name="id_to_token")
         self._init_vocabulary(vocabulary)
 
     # ------------------------------------------------------------------

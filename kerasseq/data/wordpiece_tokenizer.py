@@ -1,26 +1,10 @@
 """`WordPieceTextTokenizer`: subword ids from keras-hub's WordPiece, with kerasseq's reserved ids.
 
-WordPiece (Schuster & Nakajima 2012; Wu et al. 2016, the GNMT paper) splits
-every word into the longest pieces found in a vocabulary, left to right; a
-piece that continues a word carries the prefix `##`:
-
-    "Ablösung" -> ["ab", "##lös", "##ung"]
-
-so a few thousand pieces cover every word of a language (a word that no
-sequence of pieces can spell becomes one `[UNK]`). The work is done by
-keras-hub: `keras_hub.tokenizers.compute_word_piece_vocabulary` learns the
-vocabulary (`adapt`), `keras_hub.tokenizers.WordPieceTokenizer` (TensorFlow
-Text's `FastWordpieceTokenizer` underneath) splits text and joins pieces back.
-This class gives it the interface of `kerasseq.data.TextTokenizer`: ids 0-3
-are `[PAD]`, `[UNK]`, `[START]`, `[END]`, the pieces start at id 4, and
-`encode` / `detokenize` / `decode_to_strings` / `get_config` behave the same,
-so models, `make_dataset`, `translate`, the CLI and `export_translator` take
-either tokenizer.
-
-The ops of TensorFlow Text run inside the tokenizer, so a SavedModel written
-by `kerasseq.export.export_translator` for a model with a WordPiece tokenizer
-needs `import tensorflow_text` before `tf.saved_model.load` (it still needs no
-kerasseq).
+WordPiece: Schuster & Nakajima 2012; Wu et al. 2016 (the GNMT paper).
+keras-hub does the work (`keras_hub.tokenizers.compute_word_piece_vocabulary`
+in `adapt`, `WordPieceTokenizer` to split and join); the class docstring
+says how. It has the interface of `kerasseq.data.TextTokenizer`, so models,
+`make_dataset`, `translate`, the CLI and `export_translator` take either.
 """
 
 import types
@@ -284,9 +268,7 @@ class WordPieceTextTokenizer(TokenizerBase):
 
 def _collect_texts(texts):
     """Every text of `texts` (see `adapt`) as a list of str."""
-    if isinstance(texts, tf.data.Dataset):
-        batches = TokenizerBase._iterate_text_batches(texts)
-    elif isinstance(texts, (str, bytes, tf.Tensor, np.ndarray)):
+    if isinstance(texts, (tf.data.Dataset, str, bytes, tf.Tensor, np.ndarray)):
         batches = TokenizerBase._iterate_text_batches(texts)
     elif hasattr(texts, "__iter__"):
         batches = [list(texts)]

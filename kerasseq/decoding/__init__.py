@@ -1,9 +1,8 @@
 """Decoders driven by the step contract `step_fn(token_ids, state, step)`.
 
 `greedy`, `beam_search` and `sample` are each one `tf.while_loop` over the
-contract: inside a `tf.function` they become part of the caller's graph
-(`kerasseq.Translator` compiles, buckets and counts traces), called eagerly
-they run as a `tf.function` of their own. They import no model code: any
+contract (how it runs: `jit_compile` below; `kerasseq.Translator` compiles,
+buckets and counts traces). They import no model code: any
 object that provides a step function and an initial state dict can be
 decoded. `Seq2SeqDecodable` is the contract (`encode` / `decode_step`) as a
 `typing.Protocol`; `SearchConfig` checks every search setting.
@@ -27,8 +26,8 @@ Common arguments. Every decoder takes these (each says what it adds):
   the end token); `min_length`: int in `[0, max_length]`, the end token gets
   probability zero until `min_length` tokens were generated (the returned
   log-probabilities are not renormalised for that ban).
-- `jit_compile`: bool, compile the loop with XLA. The loop is one
-  `tf.while_loop`: inside a `tf.function` (yours, or the one
+- `jit_compile`: bool, compile the loop with XLA (the one description of
+  how a decoder runs). Inside a `tf.function` (yours, or the one
   `kerasseq.Translator` compiles) it becomes part of that graph; called
   eagerly it runs as a `tf.function` traced for this call alone (no cache:
   to decode many batches, call the decoder inside your own `tf.function`,

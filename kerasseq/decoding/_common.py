@@ -5,10 +5,8 @@ contract `step_fn(token_ids, state, step) -> (logits, new_state)` (described,
 with the arguments the decoders share, in the docstring of
 `kerasseq.decoding`).
 
-The decoders keep no compiled functions (docs/design.md): called inside a
-`tf.function` (the `Translator`'s, an export's, or the caller's own), the
-loop becomes part of that graph; called eagerly, it runs as a `tf.function`
-traced for that call (see `run_loop`). Batch buckets, the compile cache and
+The decoders keep no compiled functions (docs/design.md; how a loop runs:
+`jit_compile` in `kerasseq.decoding`). Batch buckets, the compile cache and
 the trace count belong to `kerasseq.Translator`.
 """
 
@@ -30,14 +28,9 @@ NEG_INF = float("-inf")
 def run_loop(loop, state, batch_size, start_id, jit_compile, *args):
     """Run `loop(start_tokens, state, *args)`, the body of one decoder.
 
-    Inside a `tf.function` the loop is traced into the caller's graph (with
-    `jit_compile=True` as a nested XLA function); eagerly it runs as a new
-    `tf.function`, traced (and with XLA compiled) for this call only: to
-    decode many batches, call the decoder inside your own `tf.function`, which
-    TensorFlow then reuses for every batch of the same shape.
-
-    With `batch_size=None` the number of rows is read from the state at run
-    time, so a graph traced with an unknown batch size serves every size.
+    As `jit_compile` in `kerasseq.decoding` says (inside a `tf.function`,
+    `jit_compile=True` makes the loop a nested XLA function). With
+    `batch_size=None` the number of rows is read from the state at run time.
     """
     state = prepare_state(state, batch_size)
     if batch_size is None:

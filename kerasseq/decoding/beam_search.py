@@ -1,23 +1,8 @@
 """Beam search with alive/finished sets, GNMT length and coverage penalties.
 
 The search follows GNMT (Wu et al., 2016, "Google's Neural Machine
-Translation System", section 7) and the Flax WMT example (`decode.py`):
-
-- the score of a partial hypothesis is its log-probability
-  log P(y_{1:t} | x) = sum_{k<=t} log P(y_k | y_{<k}, x);
-- every step expands the `num_beams` ALIVE hypotheses with every token, takes
-  the best `2 * num_beams` candidates, sends those ending in the end token to
-  the FINISHED set and keeps the best `num_beams` others alive;
-- finished hypotheses are ranked with
-
-      s(Y, X) = log P(Y | X) / lp(Y) + cp(X; Y)
-      lp(Y)   = ((5 + |Y|) / 6) ** alpha
-      cp(X;Y) = beta * sum_i log(min(sum_t a_{t,i}, 1.0))
-
-  and never absorb further tokens;
-- a batch row stops when its best alive hypothesis cannot beat the
-  `num_return`-th best finished one, the loop stops when every row stopped or
-  `max_length` steps ran.
+Translation System", section 7) and the Flax WMT example (`decode.py`); the
+`beam_search` docstring gives the scores and the stopping rule.
 """
 
 import collections

@@ -62,13 +62,11 @@ class SearchConfig:
             `kerasseq.decoding.sample`). `seed=None` draws a new seed per call.
         return_log_probs: bool, beam only: `generate` also returns the
             unpenalised log-probabilities.
-        jit_compile: `"auto"` (default), True or False. `"auto"` compiles the
-            encoder and the search with XLA when TensorFlow sees a GPU, and
-            not on CPU, where a compile per bucket shape (5-10 s for a
-            3-layer Transformer) costs more than XLA saves on a corpus
-            translated once (`benchmarks/translate_long.py`; see
-            `resolve_jit_compile`). With XLA, the first call for each bucket
-            shape pays the trace and compile time.
+        jit_compile: `"auto"` (default), True or False: XLA-compile the
+            encoder and the search; `"auto"` on a GPU only (why:
+            `kerasseq.translator.resolve_jit_compile`). With XLA, the first
+            call for each bucket shape pays the trace and compile time (5-10 s
+            for a 3-layer Transformer).
         batch_size: int >= 1, texts decoded at once.
         batch_buckets: `"pow2"` (default), an increasing tuple of ints, or
             `None`: every batch is padded to the smallest bucket holding it,

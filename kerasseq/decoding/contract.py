@@ -90,22 +90,12 @@ def encode_for_search(model, source_ids, max_length):
 class Seq2SeqDecodable(Protocol):
     """What `kerasseq.Translator`, `export_translator` and the searches need.
 
-    Optional attributes, read when present (`OPTIONAL_ATTRIBUTES`, the one
-    list): `source_tokenizer` / `target_tokenizer` (text in and out),
-    `start_id` / `end_id` (default 2 and 3), `max_target_length` (default
-    `max_length` of a search), `max_positions` (a position table: no source
-    is read beyond it), `source_vocab_size` (id checks),
-    `source_length_multiple` (column bucket, default 8),
-    `check_search_config(config)` (model-specific checks of a
-    `SearchConfig`), `shared_state_keys` (state tensors that are the same
-    for every hypothesis of a source and that `decode_step` accepts untiled,
-    with one row per source: beam search then keeps one copy of them, see
-    `beam_search(shared_state=...)`), `trim_source_ids(source_ids)` (cuts
-    source ids to what the model can read, or raises; the Transformer's
-    position table; called on NumPy ids eagerly and on int32 tensors inside
-    an export's graph, so it must take both) and `translator_cache` (a dict in which
-    `kerasseq.translator.get_translator` keeps the model's translators, one
-    per `SearchConfig`; without it every call builds a new `Translator`).
+    Optional attributes, read when present: `OPTIONAL_ATTRIBUTES`, the one
+    list. What it leaves out: `decode_step` accepts the `shared_state_keys`
+    tensors untiled, one row per source (`beam_search(shared_state=...)`);
+    `trim_source_ids` may raise, and gets NumPy ids eagerly and int32 tensors
+    inside an export's graph; without `translator_cache` every call builds a
+    new `Translator`.
 
     Example:
 

@@ -17,18 +17,11 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
 
     until it emits `end_id` or has run `max_length` steps. Greedy search keeps
     one hypothesis per row, so it can miss a sequence whose first token looked
-    worse (see `beam_search`). The arguments every decoder shares are
-    detailed under "Common arguments" in `kerasseq.decoding`.
+    worse (see `beam_search`).
 
     Args:
-        step_fn: the model's step, `(token_ids, state, step) -> (logits, new_state)`.
-        state: its initial state, a flat dict of tensors with `batch_size` rows.
-        batch_size: int, or `None` to read it from `state` at run time.
-        start_id, end_id: ints, the token fed at step 0 and the one that ends
-            a hypothesis.
-        max_length: int >= 1, the most tokens generated (the end token included).
-        min_length: int, the fewest tokens generated before the end token.
-        jit_compile: bool, compile the loop with XLA.
+        step_fn, state, batch_size, start_id, end_id, max_length, min_length,
+            jit_compile: the "Common arguments" of `kerasseq.decoding`.
 
     Returns:
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,

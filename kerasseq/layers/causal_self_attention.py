@@ -107,9 +107,7 @@ class CausalSelfAttention(BaseAttention):
     ):
         """Runs the positions starting at `step_index` against the cached prefix.
 
-        The `call_step` of every attention layer and block of kerasseq takes
-        `(x_step, step_index, cache, *, encoder_padding_mask, training)` and
-        returns `(outputs, cache, attention_scores)`.
+        The one `call_step` interface: `TransformerDecoderBlock.call_step`.
 
         Args:
             x_step: `(batch_size, step_length, d_model)`, usually `step_length=1`.

@@ -103,10 +103,9 @@ class CrossAttention(BaseAttention):
     ):
         """Cross-attention for decoding steps, reusing the projected encoder outputs.
 
-        The `call_step` of every attention layer and block of kerasseq takes
-        `(x_step, step_index, cache, *, encoder_padding_mask, training)` and
-        returns `(outputs, cache, attention_scores)`. Cross-attention has no
-        position: its cache is static, so `step_index` must be `None`.
+        The one `call_step` interface: `TransformerDecoderBlock.call_step`.
+        Cross-attention has no position: its cache is static, so
+        `step_index` must be `None`.
 
         Shared source memory. The cache may have fewer rows than `x_step`:
         `batch_size = source_rows * group` where the `group` adjacent rows of

@@ -121,16 +121,11 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
       biases `(num_heads, key_dim)`;
     - output kernel `(num_heads, key_dim, output_dim)`, bias `(output_dim,)`.
 
-    Two things differ from Keras:
-
-    - the scores always go through `masked_softmax` (float32, a fully masked
-      query row gets zero weights instead of uniform ones), never through a
-      fused kernel, so `call` gives the same numbers with and without
-      `return_attention_scores`;
-    - `call_step` attends over a key/value cache `(key_cache, value_cache)`,
-      each `(batch_size, max_length, num_heads, key_dim)`, built by
-      `build_cache` (a static cache of projected encoder outputs) or by the
-      caller (zeros, filled one position per step).
+    It differs from Keras in its softmax, always `masked_softmax` (docs/design.md,
+    "The private Keras hooks"), and in `call_step`, which attends over a
+    key/value cache `(key_cache, value_cache)`, each `(batch_size, max_length,
+    num_heads, key_dim)`, built by `build_cache` (a static cache of projected
+    encoder outputs) or by the caller (zeros, filled one position per step).
 
     Args:
         num_heads: number of attention heads, >= 1.

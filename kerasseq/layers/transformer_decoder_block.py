@@ -94,8 +94,9 @@ class TransformerDecoderBlock(TransformerBlock):
         if context is not None and getattr(self, "decoder_only", False):
             raise ValueError(
                 f"TransformerDecoderBlock '{self.name}' was built decoder-only (first "
-                f"called without `context`), so it has no cross-attention weights, but "
-                f"{where} got a `context`. Build a new block for encoder-decoder use."
+                "called without `context`): it has no cross-attention to cache or to "
+                f"weigh, but {where} got a `context`. Build a new block for "
+                "encoder-decoder use."
             )
 
     def call(
@@ -151,18 +152,10 @@ class TransformerDecoderBlock(TransformerBlock):
             value_cache)`, each `(batch_size, source_length, num_heads,
             key_dim)`, or `None` without `context`.
         """
-        self._check_cross_cache(context)
         self._check_context(context, "build_cache()")
         self_cache = self.causal_self_attention.build_cache(batch_size, max_length)
         cross_cache = None if context is None else self.cross_attention.build_cache(context)
         return self_cache, cross_cache
-
-    def _check_cross_cache(self, context):
-        if context is not None and getattr(self, "decoder_only", False):
-            raise ValueError(
-                f"TransformerDecoderBlock '{self.name}' is decoder-only (built without "
-                "`context`): it has no cross-attention to cache."
-            )
 
     def call_step(
         self,
@@ -175,9 +168,10 @@ class TransformerDecoderBlock(TransformerBlock):
     ):
         """Decodes the position(s) starting at `step_index` with the key/value caches.
 
-        The `call_step` of every attention layer and block of kerasseq takes
-        `(x_step, step_index, cache, *, encoder_padding_mask, training)` and
-        returns `(outputs, cache, attention_scores)`.
+        The `call_step` of every attention layer and block of kerasseq
+        (`CausalSelfAttention`, `CrossAttention`, this block) takes `(x_step,
+        step_index, cache, *, encoder_padding_mask, training)` and returns
+        `(outputs, cache, attention_scores)`.
 
         Args:
             x_step: `(batch_size, 1, d_model)` (any `step_length` works).

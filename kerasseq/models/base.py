@@ -169,27 +169,13 @@ class Seq2SeqModel(keras.Model):
         return cls(**config)
 
     # ------------------------------------------------------------- cloning
-    # `keras.models.clone_model` runs a functional model's graph on new inputs
-    # with cloned layers, then calls `type(model)(inputs, outputs, name=...)`
-    # when the constructor looks functional (it takes `*args` and `**kwargs`),
-    # and builds a plain `Functional` otherwise: the class, `translate`, the
-    # tokenizers and the decoding contract would be lost. kerasseq's
-    # constructors take `*args`, so Keras calls them; the outputs of the graph
-    # run are marked with the model they came from, and the constructor
-    # rebuilds that model from its config (class, settings, tokenizers), then
-    # takes the weights of the layers `clone_model` made: fresh ones by
-    # default, as Keras documents, or whatever a `clone_function` gave them.
-    # Only the weights: the model is built from its own config on its own
-    # inputs, so `input_tensors`, `call_function` and a `clone_function`
-    # that changes settings or names do not apply (use `from_config` with a
-    # changed config for those).
-    # Why a private override: `clone_model` hands the constructor only the
-    # new tensors and the name, and between the two it calls no public
-    # method of the model (`clone_function` and `call_function` see layers;
-    # its serialize/deserialize path, which would call `from_config`, is
-    # never taken for a Functional model). Neither the tokenizers nor
-    # `max_target_length` can be read back from the cloned layers, so the
-    # graph run, `Functional._run_through_graph`, is where the link is made.
+    # `keras.models.clone_model` calls `type(model)(inputs, outputs, name=...)`
+    # for a constructor taking `*args`; the graph run below marks its outputs
+    # with the model they came from and `_init_as_clone` rebuilds that model
+    # from its config, then takes the cloned layers' weights (only the
+    # weights: `input_tensors`, `call_function` and a `clone_function` that
+    # changes settings or names do not apply; use `from_config` for those).
+    # Why this private hook: docs/design.md, "The private Keras hooks".
 
     def _run_through_graph(self, inputs, *args, **kwargs):
         outputs = super()._run_through_graph(inputs, *args, **kwargs)
@@ -345,72 +331,38 @@ class Seq2SeqModel(keras.Model):
         return get_translator(self, config, **settings)
 
     def generate(self, source_ids, config=None, **settings):
-        """Decode token ids: the id-level door, with the defaults of every door.
-
-        Beam search with 4 beams unless told otherwise (`SearchConfig()`, as
-        `translate`, `kerasseq.translate`, the CLI and exports), through
-        `kerasseq.Translator` like every other entry point.
+        """Decode token ids with `kerasseq.Translator.generate` (beam 4 by default).
 
         Args:
             source_ids: int `(batch_size, source_length)`, 0 = padding.
             config: optional `kerasseq.SearchConfig`.
-            **settings: `SearchConfig` fields replacing those of `config`
-                (`method`, `num_beams`, `max_length`, `num_return`,
-                `return_log_probs`, `jit_compile`, ...).
+            **settings: `SearchConfig` fields replacing those of `config`.
 
-        Returns:
-            NumPy `(token_ids, scores, lengths)`: `(batch_size, num_return,
-            max_length)`, `(batch_size, num_return)`, `(batch_size,
-            num_return)`, for every method (`num_return` is 1 for greedy
-            search and sampling), plus `log_probs` with
-            `return_log_probs=True` (beam search).
-
-        Raises:
-            TypeError: `source_ids` are not integers, or an unknown setting.
-            ValueError: a bad setting, `source_ids` not `(batch_size,
-                source_length)`, or an id negative or `>= source_vocab_size`.
+        Returns and raises what `kerasseq.Translator.generate` does (and
+        `kerasseq.SearchConfig` for the settings).
         """
         return self.translator(config, **settings).generate(source_ids)
 
     def translate(self, texts, config=None, *, return_scores=False, verbose=0,
                   return_alignments=False, alignment_layer=None,
                   alignment_head=None, **settings):
-        """Translate strings end to end: tokenize, encode, search, detokenize.
+        """Translate strings end to end with `kerasseq.Translator.translate`.
 
-        Beam search with 4 beams by default, the same defaults as
-        `kerasseq.translate`, the CLI and `export_translator` (all of them
-        use `kerasseq.Translator` with a `kerasseq.SearchConfig`).
-
-        Long sources. If the source tokenizer has a `max_length`, every
-        source is cut to its first `max_length` tokens before the model sees
-        it (for every model). Beyond that:
-
-        - `RNNSeq2Seq` has no maximum source length: the LSTM encoder reads
-          every token, so with `max_length=None` on the tokenizer a source of
-          any length is translated (time and memory grow linearly with it;
-          quality drops on sources much longer than the training ones).
-        - `TransformerSeq2Seq` raises a `ValueError` naming its
-          `max_positions` when a source has more tokens than its position
-          table.
+        Beam search with 4 beams by default, as every entry point. A source
+        tokenizer's `max_length` cuts every source to its first `max_length`
+        tokens; beyond that, see the "Lengths" section of the model's class.
 
         Args:
-            texts: a string or a list of strings. Empty or whitespace-only
-                strings translate to `""` with score 0.0 (the same rule as
-                exports and the CLI). Unknown characters/words map to `[UNK]`.
+            texts: a string or a list of strings.
             config: optional `kerasseq.SearchConfig`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.
-            return_alignments, alignment_layer, alignment_head: word
-                alignments from the attention (`Translator.translate`,
-                `kerasseq.alignment`), returned last.
-            **settings: `SearchConfig` fields, e.g. `method="greedy"`,
-                `num_beams`, `length_penalty`, `num_return`, `max_length`,
-                `batch_size`, `jit_compile`.
+            return_alignments: also return word alignments from the attention.
+            alignment_layer, alignment_head: the attention that aligns.
+            **settings: `SearchConfig` fields replacing those of `config`.
 
-        Returns:
-            A list of strings (a string for a single string input); with
-            `num_return > 1` (beam) a list of n-best lists. With
-            `return_scores=True`, a `(translations, scores)` pair.
+        Returns what `kerasseq.Translator.translate` does (blank texts, n-best
+        lists, scores and alignments are described there).
         """
         return self.translator(config, **settings).translate(
             texts, return_scores=return_scores, verbose=verbose,

@@ -28,13 +28,8 @@ class RNNSeq2Seq(Seq2SeqModel):
     float32 (as the Transformer's does): the logits of the training call and
     of `decode_step` are float32.
 
-    GPUs. `use_cudnn=False` (the default) builds the encoder's LSTMs without
-    cuDNN's fused kernel, so on a GPU `fit` compiles with XLA
-    (`jit_compile="auto"`) like the Transformer's. `use_cudnn="auto"` trains
-    the encoder with cuDNN there instead, and Keras then trains without XLA.
-    Either way `encode` and `teacher_forced_attention` run Keras' own LSTM loop:
-    XLA cannot compile cuDNN's kernel, and an exported graph must also run on
-    a machine without cuDNN.
+    GPUs. `use_cudnn` (default `False`: XLA training on a GPU) is
+    `LSTMEncoder`'s; `encode` and `teacher_forced_attention` never use cuDNN.
 
     Decoding contract: `encode(source_ids)` returns the dict
     `decoder_state` `(batch_size, units)`, and with attention `values`
@@ -47,8 +42,9 @@ class RNNSeq2Seq(Seq2SeqModel):
 
     Lengths. The model has no maximum source length: the LSTM encoder reads
     every source token, so `generate` and `translate` accept sources of any
-    length (time and memory grow linearly; only a source tokenizer with
-    `max_length` truncates, see `Seq2SeqModel.translate`). Targets stop after
+    length (time and memory grow linearly; quality drops on sources much
+    longer than the training ones; only a source tokenizer with `max_length`
+    truncates, see `Seq2SeqModel.translate`). Targets stop after
     `max_target_length` tokens unless `max_length` is given.
 
     Coverage. Only attention models report attention weights, so a model
@@ -184,8 +180,7 @@ def build_rnn_seq2seq(
         **kwargs: `encoder_units`, `attention_units`, `bidirectional`,
             `num_encoder_layers`, `dropout`, `share_embeddings`,
             `sampling_probability`, `max_target_length`, `use_cudnn` (see
-            `LSTMEncoder`: `False`, the default, keeps XLA training on a GPU;
-            `"auto"` trains the encoder with cuDNN there, without XLA), `name`.
+            `LSTMEncoder`), `name`.
 
     Returns:
         An `RNNSeq2Seq` (a functional `keras.Model`

@@ -19,10 +19,7 @@ never a partial one.
         backup,                                    # last: see below
     ])
 
-`fit` starts at `initial_epoch`: Keras has no public way for a callback to
-move it, so pass the backup's `completed_epochs()` (the backup checks it and
-stops a `fit` that starts anywhere else before its first step).
-
+Pass `initial_epoch=backup.completed_epochs()`: see `AtomicBackupAndRestore`.
 Put the backup *after* the loggers: callbacks run in list order at the end of
 an epoch, so a kill between them leaves a history row for an epoch the backup
 does not record yet (the epoch is then rerun and `truncate_history` drops the
@@ -312,7 +309,7 @@ class HistoryCSVLogger(keras.callbacks.Callback):
             old = [field for field in fields if field != "epoch"]
             merged = old + [key for key in _csv_logger_keys(logs) if key not in old]
             if fields and merged != old:  # new columns: one header for old and new rows
-                self._rewrite(["epoch", *merged], rows)
+                _write_csv(self.filename, ["epoch", *merged], rows)
             self.columns = merged  # in the file's order; "NA" for keys a row lacks
             header = not fields
         row = {"epoch": epoch, **{key: _csv_value(logs.get(key, "NA")) for key in self.columns}}
@@ -322,14 +319,16 @@ class HistoryCSVLogger(keras.callbacks.Callback):
                 writer.writeheader()
             writer.writerow(row)
 
-    def _rewrite(self, fields, rows):
-        def write(temporary):
-            with open(temporary, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=fields, restval="NA")
-                writer.writeheader()
-                writer.writerows(rows)
 
-        replace_atomically(write, self.filename)
+def _write_csv(path, fields, rows):
+    """Write `rows` (dicts) under the header `fields` atomically; "NA" where a row lacks a field."""
+    def write(temporary):
+        with open(temporary, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=fields, restval="NA")
+            writer.writeheader()
+            writer.writerows(rows)
+
+    replace_atomically(write, path)
 
 
 def _csv_value(value):
@@ -371,15 +370,7 @@ def truncate_history(path, completed_epochs):
         if os.path.exists(path):
             os.remove(path)
         return
-
-    def write(temporary):
-        with open(temporary, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=fields)
-            writer.writeheader()
-            for epoch in sorted(kept):
-                writer.writerow(kept[epoch])
-
-    replace_atomically(write, path)
+    _write_csv(path, fields, [kept[epoch] for epoch in sorted(kept)])
 
 
 def read_history(path):
@@ -404,9 +395,7 @@ def _to_float(text):
         return math.nan
 
 
-def best_value(history, monitor="val_loss", mode="min"):
-    """The best `monitor` value in a `read_history` dict, or None."""
-    values = [value for value in history.get(monitor, []) if not math.isnan(value)]
-    if not values:
-        return None
-    return min(values) if mode == "min" else max(values)
+def best_value(history):
+    """The smallest `val_loss` in a `read_history` dict, or None."""
+    values = [value for value in history.get("val_loss", []) if not math.isnan(value)]
+    return min(values) if values else None

@@ -12,29 +12,15 @@ and all-reduces (sums) the gradients.
         model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     model.fit(dataset, epochs=10)            # batch_size = global batch size
 
-Loss scaling: Keras multiplies a loss with reduction "sum_over_batch_size" by
-1 / num_replicas and sums the gradients, which gives the gradient of the
-global mean only when every replica holds the same number of loss terms.
-`MaskedSparseCategoricalCrossentropy` divides each replica's token-loss sum by
-the token count summed over all replicas instead, so the global token-mean
-(and its gradient) is exact even when the replicas get different numbers of
-real (non-padding) tokens. See `docs/distributed.md`.
-
-Gradient clipping: the Keras optimizer clips (`clipnorm`, `clipvalue`,
-`global_clipnorm`) each replica's gradient *before* its all-reduce. With
-several replicas, `Seq2SeqModel.train_step` calls `exact_train_step`
-instead: it all-reduces the gradients first, clips the *global* gradient
-exactly as the optimizer would on one device, and hands each replica a
-1/num_replicas share, so the optimizer's own clipping has nothing left to
-clip and its all-reduce sums the shares back to the clipped global gradient.
-The step is then the single-device step on the global batch. The price is a
-second all-reduce of the gradients, paid only when clipping (or mixed-precision
-loss scaling, whose finiteness check must see the global gradient) is on;
-`benchmarks/multi_worker.py` measures it.
-
-`MultiWorkerMirroredStrategy`: Keras 3's `fit` does not run under it (see
-`docs/distributed.md`); `kerasseq.training.DistributedTrainer` trains with a
-`fit`-like loop built on `strategy.run` and the same step.
+With several replicas a Keras token-mean loss divides by each replica's own
+token count and the optimizer clips each replica's gradient before the
+all-reduce; kerasseq's step equals the one-device step on the global batch
+(docs/distributed.md, "What Keras 3 lacks"): the loss divides by the global
+token count (`MaskedSparseCategoricalCrossentropy`) and
+`Seq2SeqModel.train_step` runs `exact_train_step`, which clips the
+all-reduced gradient. Keras 3's `fit` does not run under
+`MultiWorkerMirroredStrategy`; `kerasseq.training.DistributedTrainer` trains
+there with a `fit`-like loop built on `strategy.run` and the same step.
 """
 
 import json
@@ -247,8 +233,10 @@ def exact_train_step(model, data):
     `DistributedTrainer`). The loss of each replica is its share of the
     global token-mean (`MaskedSparseCategoricalCrossentropy`); with clipping
     or loss scaling the gradients are all-reduced, clipped as one gradient and
-    split back into equal shares before `optimizer.apply` (see the module
-    docstring). The reported loss is the global batch's loss, weighted by its
+    split back into equal shares before `optimizer.apply`, whose own clipping
+    then has nothing left to clip (docs/distributed.md, "Clipping: all-reduce
+    first, then clip", also for the cost: a second all-reduce of the
+    gradients). The reported loss is the global batch's loss, weighted by its
     real rows as Keras weights a batch on one device, so neutral padding rows
     (`pad_batches_to_multiple`, the trainer's filler batches) count for
     nothing.

@@ -21,25 +21,12 @@ through a private attribute, so it is refused here):
     history = trainer.fit(sharded_dataset_fn(train_pairs, src, tgt, global_batch_size=64),
                           validation_data=dev_dataset_fn, epochs=10, callbacks=[...])
 
-Data. `x` is either a `tf.data.Dataset` of *global* teacher-forcing batches
-(each worker reads all of it and keeps its slice of every batch, TensorFlow's
-`AutoShardPolicy.DATA`; batches are first padded with neutral rows to a
-multiple of the replicas, `pad_batches_to_multiple`), or a function
-`input_context -> Dataset` of *per-replica* batches, called once per worker
-(`strategy.distribute_datasets_from_function`), so each worker reads only its
-own shard (`sharded_dataset_fn`). Shards need not be even: the workers agree
-on the largest number of steps any of them has (counted once, at the start of
-`fit`), and a worker whose shard is done feeds *neutral batches* (one row
-with no real target token: zero loss, zero gradient, no accuracy count) until
-the others are done too. So uneven shards, bucketed batches of different
-shapes and a last partial batch never leave a worker waiting in an all-reduce
-that will not come. Every step function is traced once with unknown batch and
-length dimensions, so all workers build the same collective ops.
-
-Metrics and logs are global: the loss is the token-mean of the global batch,
-the metrics are summed over every replica before they are read, so every
-worker sees the same logs (and `EarlyStopping` stops them all at the same
-epoch).
+Data. `x` is a `tf.data.Dataset` of *global* batches (each worker keeps its
+slice of every batch; batches are padded to a multiple of the replicas by
+`pad_batches_to_multiple`) or a function `input_context -> Dataset` of
+*per-replica* batches, one shard per worker (`sharded_dataset_fn`). Uneven
+shards, one trace with unknown shapes, neutral filler batches and global
+logs: docs/distributed.md, "Two workers on one machine".
 """
 
 import math
@@ -50,8 +37,12 @@ import tensorflow as tf
 from kerasseq._validation import check_positive_int
 
 
-def _neutral_batch(element_spec):
-    """One neutral teacher-forcing batch matching `element_spec` (see module docstring)."""
+def _neutral_batch(element_spec, rows=1):
+    """A neutral teacher-forcing batch of `rows` rows matching `element_spec`.
+
+    A neutral row has no real target token: zero loss, zero gradient, no
+    accuracy count (`kerasseq.training.distribute.pad_batches_to_multiple`).
+    """
     import tensorflow as tf
 
     from kerasseq.data.pipeline import join_inputs, split_inputs
@@ -68,9 +59,9 @@ def _neutral_batch(element_spec):
         ) from None
 
     def ids(spec, value):
-        return tf.fill([1, 1], tf.cast(value, spec.dtype))
+        return tf.fill([rows, 1], tf.cast(value, spec.dtype))
 
-    links = None if links_spec is None else tf.zeros([1, 1, 1], links_spec.dtype)
+    links = None if links_spec is None else tf.zeros([rows, 1, 1], links_spec.dtype)
     return (join_inputs(ids(source_spec, END_ID), ids(target_in_spec, START_ID), links),
             ids(target_out_spec, PAD_ID))
 
@@ -190,11 +181,9 @@ class DistributedTrainer:
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
             data = data.with_options(options)
             local_batches = _count_batches(data)  # global batches: the same on every worker
-            neutral = _neutral_batch(data.element_spec)
-            filler = tf.data.Dataset.from_tensors(neutral).map(
-                lambda x, y: ((tf.tile(x[0], [strategy.num_replicas_in_sync, 1]),
-                               tf.tile(x[1], [strategy.num_replicas_in_sync, 1])),
-                              tf.tile(y, [strategy.num_replicas_in_sync, 1]))).repeat()
+            # One neutral row per replica (a pair or a guided dict, as the batches).
+            neutral = _neutral_batch(data.element_spec, strategy.num_replicas_in_sync)
+            filler = tf.data.Dataset.from_tensors(neutral).repeat()
             endless = data.concatenate(filler).with_options(options)
             return strategy.experimental_distribute_dataset(endless), local_batches
         if not callable(data):
@@ -218,10 +207,6 @@ class DistributedTrainer:
             local_replicas = 1
         local_batches = sum(counts.values())
         return distributed, math.ceil(local_batches / local_replicas)
-
-    def _agreed_steps(self, local_steps):
-        """The largest `local_steps` over all workers (a collective: every worker calls it)."""
-        return int(max_over_workers(self.strategy, local_steps))
 
     # ------------------------------------------------------------ functions
     def _make_function(self, step):
@@ -292,7 +277,7 @@ class DistributedTrainer:
         model = self.model
         verbose = 1 if verbose == "auto" else verbose
         train_data, local_steps = self._distribute(x)
-        steps = self._agreed_steps(local_steps)
+        steps = int(max_over_workers(self.strategy, local_steps))  # the most any worker has (a collective)
         if steps == 0:
             raise ValueError("the training data has no batch on any worker")
         for callback in callbacks or ():
@@ -343,7 +328,7 @@ class DistributedTrainer:
         """
         model = self.model
         data, local_steps = self._distribute(x)
-        steps = self._agreed_steps(local_steps)
+        steps = int(max_over_workers(self.strategy, local_steps))  # the most any worker has (a collective)
         verbose = 1 if verbose == "auto" else verbose
         if _callbacks is None:
             callback_list = keras.callbacks.CallbackList(
