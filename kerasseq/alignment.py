@@ -35,9 +35,15 @@ attention is scored against gold links (`alignment_scores`).
     # "the light", [[(0, 0), (1, 1)]]   (source word, target word) pairs
 """
 
+import hashlib
+import json
+import os
+import tempfile
+
 import numpy as np
 import tensorflow as tf
 
+from kerasseq._files import replace_atomically
 from kerasseq._replicas import sum_over_replicas
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
@@ -651,8 +657,6 @@ def _eflomal_word_links(source_words, target_words, symmetrization):
         raise ImportError(
             "Reference alignments need eflomal (a Bayesian IBM-model word aligner), which is "
             "not installed: pip install 'kerasseq[align]' (or pip install eflomal).") from None
-    import os
-    import tempfile
 
     with tempfile.TemporaryDirectory() as directory:
         forward, reverse = os.path.join(directory, "fwd"), os.path.join(directory, "rev")
@@ -697,9 +701,6 @@ def reference_alignments(sources, targets, source_tokenizer, target_tokenizer,
     Raises:
         ImportError: eflomal is not installed (the `align` extra).
     """
-    import hashlib
-    import json
-
     if len(sources) != len(targets):
         raise ValueError(f"sources and targets must have the same length. Received "
                          f"{len(sources)} and {len(targets)}.")
@@ -711,8 +712,6 @@ def reference_alignments(sources, targets, source_tokenizer, target_tokenizer,
          target_tokenizer.get_vocabulary(), symmetrization], ensure_ascii=False).encode()
     ).hexdigest()
     if cache_path is not None:
-        import os
-
         if os.path.exists(cache_path):
             with np.load(cache_path) as cached:
                 if str(cached["key"]) == key:
@@ -725,8 +724,6 @@ def reference_alignments(sources, targets, source_tokenizer, target_tokenizer,
     links = [word_links_to_pieces(pair, s, t)
              for pair, s, t in zip(word_links, source_index, target_index, strict=True)]
     if cache_path is not None:
-        from kerasseq._files import replace_atomically
-
         def write(path):
             with open(path, "wb") as handle:
                 np.savez(handle, key=key, counts=np.array([len(x) for x in links] or [0]),

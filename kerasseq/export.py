@@ -29,6 +29,7 @@ import tensorflow as tf
 from kerasseq._files import replace_directory_atomically
 from kerasseq._messages import first_line
 from kerasseq._validation import is_int
+from kerasseq.alignment import check_alignable, resolve_alignment_head
 from kerasseq.decoding import contract
 from kerasseq.translator import SearchConfig, Translator, check_model
 
@@ -147,8 +148,6 @@ def export_translator(
     check_export_path(path, overwrite=overwrite)  # before tracing: fail fast
     module = ServingModule(translator)
     if alignments:
-        from kerasseq.alignment import check_alignable
-
         check_alignable(model)  # a clear error before anything is traced or written
         module.add_alignments(alignment_layer, alignment_head)
 
@@ -314,8 +313,6 @@ def _write_metadata(directory, model, translator, alignment=None):
         "jit_compile": translator.jit_compile,
     }
     if alignment is not None:  # the attention that `translate_alignments` reads
-        from kerasseq.alignment import resolve_alignment_head
-
         layer, head = resolve_alignment_head(model, *alignment)
         metadata["signatures"][ALIGNMENTS_SIGNATURE] = {
             "inputs": ["text"], "outputs": ["translation", "score", "alignment"]}

@@ -11,6 +11,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasseq.translator import get_translator
+
 _EXPECTED = (
     "texts_or_ids must be a str, a list of str, an int array or tensor of source ids "
     "(batch_size, source_length), or a tf.data.Dataset of those (or of "
@@ -69,8 +71,6 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
     ['K AE T', 'D AO G']
     >>> ids, scores, lengths = kerasseq.translate(model, source_ids, num_beams=8)  # doctest: +SKIP
     """
-    from kerasseq.translator import get_translator  # the one inference path
-
     if not (verbose == "auto" or verbose in (0, 1, 2)):
         raise ValueError(f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}")
     # The model's cached Translator; a new one checks the model (the decoding

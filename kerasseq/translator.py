@@ -28,6 +28,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kerasseq import alignment
 from kerasseq._buckets import pad_rows, row_edges, smallest_edge, source_bucket_edges
 from kerasseq._validation import is_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
@@ -473,9 +474,7 @@ class Translator:
         """
         self._check_text_model()
         if return_alignments:  # fail before the search, not after it
-            from kerasseq.alignment import check_alignable
-
-            check_alignable(self.model)
+            alignment.check_alignable(self.model)
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         check_texts(texts)
@@ -529,8 +528,6 @@ class Translator:
         Returns:
             A list (rows) of lists (the `config.num_return` hypotheses) of links.
         """
-        from kerasseq import alignment
-
         returns = self.config.num_return
         sources, targets = [], []
         for row in range(token_ids.shape[0]):
@@ -595,8 +592,6 @@ class Translator:
             `tf.string`, each `(batch_size,)`; an alignment reads
             `"0-0 2-1 ..."` (source word - target word).
         """
-        from kerasseq import alignment
-
         alignment.check_alignable(self.model)
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)

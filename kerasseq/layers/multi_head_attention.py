@@ -17,6 +17,7 @@ Axis names used in every docstring: `batch_size`, `num_heads`,
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from kerasseq._validation import check_positive_int
@@ -26,8 +27,6 @@ from kerasseq.layers._transformer_layer import ResidualSublayer
 
 def _executing_eagerly():
     """True outside `tf.function` / symbolic tracing (the backend is TensorFlow)."""
-    import tensorflow as tf
-
     return tf.executing_eagerly()
 
 

@@ -19,6 +19,8 @@ import weakref
 import keras
 import tensorflow as tf
 
+from kerasseq.translator import get_translator
+
 
 def resolve_vocab_sizes(source_vocab_size, target_vocab_size, source_tokenizer, target_tokenizer):
     """Vocabulary sizes given directly or taken from the tokenizers, validated.
@@ -326,8 +328,6 @@ class Seq2SeqModel(keras.Model):
             config: a `kerasseq.SearchConfig` (default: beam search, 4 beams).
             **settings: `SearchConfig` fields replacing those of `config`.
         """
-        from kerasseq.translator import get_translator  # the one inference path
-
         return get_translator(self, config, **settings)
 
     def generate(self, source_ids, config=None, **settings):

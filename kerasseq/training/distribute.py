@@ -29,8 +29,11 @@ import numbers
 import os
 
 import keras
+import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
+from kerasseq.data.pipeline import join_inputs, split_inputs
+from kerasseq.data.tokenizer import END_ID, START_ID
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
@@ -67,8 +70,6 @@ def get_strategy(name="auto", devices=None, collective_timeout=None):
     >>> strategy.num_replicas_in_sync
     1
     """
-    import tensorflow as tf
-
     if name not in STRATEGIES:
         raise ValueError(f"name must be one of {', '.join(STRATEGIES)}. Received: name={name!r}")
     if devices is not None and name in ("default", "multi_worker"):
@@ -118,11 +119,6 @@ def pad_batches_to_multiple(dataset, multiple):
     Returns:
         The padded `tf.data.Dataset` (unchanged when `multiple == 1`).
     """
-    import tensorflow as tf
-
-    from kerasseq.data.pipeline import join_inputs, split_inputs
-    from kerasseq.data.tokenizer import END_ID, START_ID
-
     multiple = check_positive_int("multiple", multiple)
     if int(multiple) == 1:
         return dataset
@@ -148,8 +144,6 @@ def pad_batches_to_multiple(dataset, multiple):
 
 # ------------------------------------------------------------ the exact step
 def _replica_context():
-    import tensorflow as tf
-
     context = tf.distribute.get_replica_context()  # None in a cross-replica context
     return context if context is not None and context.num_replicas_in_sync > 1 else None
 
@@ -246,8 +240,6 @@ def exact_train_step(model, data):
         returns; read `model.get_metrics_result()` in the cross-replica
         context for the global values).
     """
-    import tensorflow as tf
-
     context = tf.distribute.get_replica_context()
     replicas = context.num_replicas_in_sync
     optimizer = model.optimizer
@@ -287,8 +279,6 @@ def exact_train_step(model, data):
 
 def exact_test_step(model, data):
     """One replica's share of an evaluation step (the global batch's loss)."""
-    import tensorflow as tf
-
     context = tf.distribute.get_replica_context()
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=False)
@@ -311,8 +301,6 @@ def one_device_train_step(model, data):
     Used for batches Keras' own step cannot take: with alignment links, the
     loss has a term the forward pass alone does not give.
     """
-    import tensorflow as tf
-
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     with tf.GradientTape() as tape:
         y_pred, loss = model.compute_predictions_and_loss(x, y, sample_weight, training=True)

@@ -35,6 +35,9 @@ import keras
 import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
+from kerasseq.data import make_dataset
+from kerasseq.data.pipeline import join_inputs, split_inputs
+from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
 
 def _neutral_batch(element_spec, rows=1):
@@ -43,11 +46,6 @@ def _neutral_batch(element_spec, rows=1):
     A neutral row has no real target token: zero loss, zero gradient, no
     accuracy count (`kerasseq.training.distribute.pad_batches_to_multiple`).
     """
-    import tensorflow as tf
-
-    from kerasseq.data.pipeline import join_inputs, split_inputs
-    from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
-
     try:
         inputs_spec, target_out_spec = element_spec
         source_spec, target_in_spec, links_spec = split_inputs(inputs_spec)
@@ -85,8 +83,6 @@ def sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, global_batch_s
     Returns:
         A function `tf.distribute.InputContext -> tf.data.Dataset`.
     """
-    from kerasseq.data import make_dataset
-
     global_batch_size = check_positive_int("global_batch_size", global_batch_size)
 
     def dataset_fn(input_context):
@@ -151,8 +147,6 @@ class DistributedTrainer:
     """
 
     def __init__(self, model, strategy=None):
-        import tensorflow as tf
-
         if not getattr(model, "compiled", False) or model.optimizer is None:
             raise ValueError("DistributedTrainer needs a model compiled with an optimizer and a loss "
                              "(call model.compile(...) inside strategy.scope())")
@@ -170,8 +164,6 @@ class DistributedTrainer:
     # ----------------------------------------------------------------- data
     def _distribute(self, data):
         """`(distributed_dataset, local_steps)` for a Dataset or a dataset function."""
-        import tensorflow as tf
-
         from kerasseq.training.distribute import pad_batches_to_multiple
 
         strategy = self.strategy
@@ -210,8 +202,6 @@ class DistributedTrainer:
 
     # ------------------------------------------------------------ functions
     def _make_function(self, step):
-        import tensorflow as tf
-
         model, strategy = self.model, self.strategy
         replica_step = tf.function(step, jit_compile=self._jit_compile, reduce_retracing=True)
         def distributed_step(batch):
@@ -235,8 +225,6 @@ class DistributedTrainer:
         return distributed_step
 
     def _function(self, kind, element_spec):
-        import tensorflow as tf
-
         name = f"_{kind}_function"
         cached = getattr(self, name)
         if cached is None or cached[0] != element_spec:
@@ -353,8 +341,6 @@ class DistributedTrainer:
 
 def _metric_results(model, totals):
     """`model.get_metrics_result()` computed from the flat vector of summed metric states."""
-    import tensorflow as tf
-
     results, offset = {}, 0
     for metric in model.metrics:
         states = []
@@ -376,8 +362,6 @@ def _to_floats(logs):
 
 
 def _count_batches(dataset):
-    import tensorflow as tf
-
     cardinality = int(dataset.cardinality())
     if cardinality == tf.data.INFINITE_CARDINALITY:
         raise ValueError("DistributedTrainer needs finite datasets (one epoch each); got an "
@@ -396,8 +380,6 @@ def max_over_workers(strategy, value):
     A collective: every worker must call it at the same point. One traced
     all-gather per strategy, reused by every call.
     """
-    import tensorflow as tf
-
     if strategy.num_replicas_in_sync == 1:
         return value
     function = _GATHER_FUNCTIONS.get(id(strategy))
