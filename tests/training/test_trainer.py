@@ -69,6 +69,38 @@ def test_fit_equals_keras_fit_with_validation_and_callbacks(tmp_path):
     assert seen[0] == (0, ["loss", "token_accuracy"]) and len(seen) == 3 * 3  # 3 batches/epoch
 
 
+def test_fit_on_guided_batches_equals_keras_fit():
+    # A global dataset of guided-alignment batches (dict inputs with links):
+    # the neutral filler DistributedTrainer appends is built for dicts too
+    # (it was tiled as a pair before, a KeyError before the first step).
+    from kerasseq.models import build_transformer_seq2seq
+
+    links = [[(j, j) for j in range(min(len(s), len(t.split())))] for s, t in PAIRS]
+
+    def guided_model():
+        keras.utils.set_random_seed(0)
+        model = build_transformer_seq2seq(
+            source_tokenizer=WORDS, target_tokenizer=PHONEMES, num_layers=1, d_model=8,
+            num_heads=2, dff=16, dropout=0.0, max_positions=8, guided_alignment_weight=1.0,
+            guided_alignment_layer=0, guided_alignment_head=0)
+        model.compile(optimizer=keras.optimizers.SGD(0.5),
+                      loss=MaskedSparseCategoricalCrossentropy())
+        return model
+
+    def data():
+        return make_dataset(PAIRS, WORDS, PHONEMES, batch_size=4, shuffle=False,
+                            alignments=links)
+
+    assert isinstance(data().element_spec[0], dict)
+    reference = guided_model()
+    expected = reference.fit(data(), epochs=1, verbose=0).history["loss"]
+    model = guided_model()
+    history = DistributedTrainer(model).fit(data(), epochs=1, verbose=0).history
+    np.testing.assert_allclose(history["loss"], expected, rtol=1e-5)
+    for a, b in zip(model.weights, reference.weights, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+
+
 def test_dataset_function_and_early_stopping():
     model = compiled_model()
     data = sharded_dataset_fn(PAIRS, WORDS, PHONEMES, global_batch_size=4, shuffle=False)
