@@ -328,13 +328,10 @@ def plot_history(history_or_dict, metrics=("loss",), title=None):
     figure = Figure(figsize=(4.0 * len(metrics), 3.0), layout="constrained")
     for index, name in enumerate(metrics):
         ax = figure.add_subplot(1, len(metrics), index + 1)
-        train = np.asarray(history[name], dtype="float64")
-        epochs = np.arange(1, len(train) + 1)
-        ax.plot(epochs, train, marker="o", markersize=3, label="train")
-        if f"val_{name}" in history:
-            validation = np.asarray(history[f"val_{name}"], dtype="float64")
-            ax.plot(np.arange(1, len(validation) + 1), validation, marker="o",
-                    markersize=3, label="validation")
+        for key, label in ((name, "train"), (f"val_{name}", "validation")):
+            if key in history:
+                values = np.asarray(history[key], dtype="float64")
+                ax.plot(np.arange(1, len(values) + 1), values, marker="o", markersize=3, label=label)
         ax.set_xlabel("epoch")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
@@ -384,22 +381,18 @@ def plot_learning_curves(histories, score="dev_bleu", score_title="dev BLEU (gre
             raise ValueError(f"x={x!r} must be a list in the history of {name!r} with one value "
                              f"per epoch ({len(history['loss'])}). Available: {sorted(history)}")
 
-    def positions(history, count):
-        return (np.asarray(history[x][:count], dtype=float) if x is not None
-                else np.arange(1, count + 1))
-
     figure = Figure(figsize=(9.0, 3.2), layout="constrained")
     loss_ax, score_ax = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     for index, (name, history) in enumerate(histories.items()):
-        color = f"C{index}"
-        loss_ax.plot(positions(history, len(history["loss"])), history["loss"], color=color,
-                     linestyle="--", label=f"{name} train")
-        if "val_loss" in history:
-            loss_ax.plot(positions(history, len(history["val_loss"])), history["val_loss"],
-                         color=color, label=f"{name} dev")
-        if score in history:
-            score_ax.plot(positions(history, len(history[score])), history[score], color=color,
-                          marker="o", markersize=3, label=name)
+        lines = ((loss_ax, "loss", dict(linestyle="--", label=f"{name} train")),
+                 (loss_ax, "val_loss", dict(label=f"{name} dev")),
+                 (score_ax, score, dict(marker="o", markersize=3, label=name)))
+        for ax, key, style in lines:
+            if key in history:
+                count = len(history[key])
+                positions = (np.asarray(history[x][:count], dtype=float) if x is not None
+                             else np.arange(1, count + 1))
+                ax.plot(positions, history[key], color=f"C{index}", **style)
     x_label = x_label or (x if x is not None else "epoch")
     loss_ax.set(xlabel=x_label, ylabel=loss_ylabel, title="loss")
     score_ax.set(xlabel=x_label, ylabel=score_ylabel, title=score_title)
@@ -422,12 +415,8 @@ def _bucket_label(bucket):
 
 def _as_series(scores):
     """`[(label, score, count or None), ...]` from the accepted input forms."""
-    if isinstance(scores, dict):
-        items = list(scores.items())
-    else:
-        items = list(scores)
     series = []
-    for item in items:
+    for item in (scores.items() if isinstance(scores, dict) else scores):
         if isinstance(item, dict):  # a row of kerasseq.evaluation.scores_by_length
             series.append((str(item["bucket"]), item["score"], item.get("count")))
         else:
@@ -471,11 +460,7 @@ def plot_scores_by_length(lengths_to_scores, ax=None, title=None, ylabel="score"
         systems = {name: _as_series(value) for name, value in lengths_to_scores.items()}
     else:
         systems = {None: _as_series(lengths_to_scores)}
-    labels = []
-    for series in systems.values():
-        for label, _, _ in series:
-            if label not in labels:
-                labels.append(label)
+    labels = list(dict.fromkeys(label for series in systems.values() for label, _, _ in series))
     if not labels:
         raise ValueError("lengths_to_scores is empty; there is nothing to plot.")
     figure, ax = _new_axes(ax, (max(4.0, 0.6 * len(labels) * len(systems) + 2.0), 3.2))

@@ -286,15 +286,12 @@ def _search_kwargs(args, **fields):
     """
     from kerasseq.decoding.config import SearchConfig
 
+    fields.update(num_return=args.nbest, length_penalty=args.length_penalty)
     search = {key: value for key, value in fields.items() if value is not None}
     if args.beam == 1:
         search["method"] = "greedy"
     elif args.beam is not None:
         search.update(method="beam", num_beams=args.beam)
-    if args.nbest is not None:
-        search["num_return"] = args.nbest
-    if args.length_penalty is not None:
-        search["length_penalty"] = args.length_penalty
     search["jit_compile"] = {"on": True, "off": False}.get(args.jit, "auto")
     try:
         SearchConfig(**search)

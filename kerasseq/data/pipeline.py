@@ -23,19 +23,12 @@ def _check_batch_size(batch_size):
 def _check_pairs(pairs):
     pairs = list(pairs)
     if not pairs:
-        raise ValueError(
-            "`pairs` must contain at least one (source_text, target_text) pair."
-        )
+        raise ValueError("`pairs` must contain at least one (source_text, target_text) pair.")
     for index, pair in enumerate(pairs):
-        if (
-            not isinstance(pair, (tuple, list))
-            or len(pair) != 2
-            or not all(isinstance(text, str) for text in pair)
-        ):
-            raise ValueError(
-                "`pairs` must be a list of (source_text, target_text) str pairs. "
-                f"Received at index {index}: {pair!r:.200}"
-            )
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(text, str) for text in pair)):
+            raise ValueError("`pairs` must be a list of (source_text, target_text) str pairs. "
+                             f"Received at index {index}: {pair!r:.200}")
     return pairs
 
 
@@ -115,28 +108,14 @@ def _auto_bucket_boundaries(lengths):
 
 
 def _encoded_lengths(tokenizer, texts):
-    return np.concatenate(
-        [
-            tokenizer.encode(texts[start : start + _ENCODE_CHUNK]).row_lengths().numpy()
-            for start in range(0, len(texts), _ENCODE_CHUNK)
-        ]
-    )
+    return np.concatenate([
+        tokenizer.encode(texts[start : start + _ENCODE_CHUNK]).row_lengths().numpy()
+        for start in range(0, len(texts), _ENCODE_CHUNK)])
 
 
-def make_dataset(
-    pairs,
-    source_tokenizer,
-    target_tokenizer,
-    batch_size=64,
-    shuffle=True,
-    seed=None,
-    bucket_boundaries=None,
-    max_source_length=None,
-    max_target_length=None,
-    drop_remainder=False,
-    cache=True,
-    alignments=None,
-):
+def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuffle=True,
+                 seed=None, bucket_boundaries=None, max_source_length=None,
+                 max_target_length=None, drop_remainder=False, cache=True, alignments=None):
     """Build a training / evaluation dataset of teacher-forcing batches.
 
     Texts are tokenized with `source_tokenizer` / `target_tokenizer` (tokens
@@ -218,27 +197,18 @@ def make_dataset(
     boundaries = bucket_boundaries
     if isinstance(boundaries, str):
         if boundaries != "auto":
-            raise ValueError(
-                "`bucket_boundaries` must be None, a list of ints or 'auto'. "
-                f"Received: bucket_boundaries={bucket_boundaries!r}"
-            )
+            raise ValueError("`bucket_boundaries` must be None, a list of ints or 'auto'. "
+                             f"Received: bucket_boundaries={bucket_boundaries!r}")
         boundaries = _auto_bucket_boundaries(lengths)
     elif boundaries is not None:
         boundaries = list(boundaries)
-        if (
-            not boundaries
-            or not all(isinstance(b, (int, np.integer)) and b >= 1 for b in boundaries)
-            or boundaries != sorted(set(boundaries))
-        ):
-            raise ValueError(
-                "`bucket_boundaries` must be a non-empty, strictly increasing list of "
-                f"ints >= 1. Received: bucket_boundaries={bucket_boundaries!r}"
-            )
+        if (not boundaries or not all(isinstance(b, (int, np.integer)) and b >= 1 for b in boundaries)
+                or boundaries != sorted(set(boundaries))):
+            raise ValueError("`bucket_boundaries` must be a non-empty, strictly increasing list of "
+                             f"ints >= 1. Received: bucket_boundaries={bucket_boundaries!r}")
 
     def encode_chunk(source_texts, target_texts):
-        return source_tokenizer.encode(source_texts), target_tokenizer.encode(
-            target_texts
-        )
+        return source_tokenizer.encode(source_texts), target_tokenizer.encode(target_texts)
 
     dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
     dataset = dataset.batch(_ENCODE_CHUNK)
@@ -271,23 +241,17 @@ def make_dataset(
     if cache:
         dataset = dataset.cache()  # the links as lists: the dense matrices come after
     if shuffle:
-        dataset = dataset.shuffle(
-            buffer_size=len(pairs), seed=seed, reshuffle_each_iteration=True
-        )
+        dataset = dataset.shuffle(buffer_size=len(pairs), seed=seed, reshuffle_each_iteration=True)
     if alignments is not None:
         dataset = dataset.map(_dense_links, num_parallel_calls=tf.data.AUTOTUNE)
     if boundaries is None:
-        dataset = dataset.padded_batch(
-            batch_size, padding_values=PAD_ID, drop_remainder=drop_remainder
-        )
+        dataset = dataset.padded_batch(batch_size, padding_values=PAD_ID,
+                                       drop_remainder=drop_remainder)
     else:
         dataset = dataset.bucket_by_sequence_length(
-            element_length_func=_example_length,
-            bucket_boundaries=boundaries,
-            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-            padding_values=PAD_ID,
-            drop_remainder=drop_remainder,
-        )
+            element_length_func=_example_length, bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1), padding_values=PAD_ID,
+            drop_remainder=drop_remainder)
     batches = _number_of_batches(lengths[kept], boundaries, batch_size, drop_remainder)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset.prefetch(tf.data.AUTOTUNE)

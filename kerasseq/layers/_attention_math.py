@@ -54,8 +54,8 @@ def masked_softmax(scores, mask=None):
     return ops.where(mask, weights, 0.0)
 
 
-def additive_score(hidden, score_dense):
-    """e_{t,i} = v^T hidden_i, with v the `(units, 1)` kernel of `score_dense`.
+def additive_score(query, keys, score_dense):
+    """e_{t,i} = v^T tanh(query + keys_i), with v the `(units, 1)` kernel of `score_dense`.
 
     Written as a product and a sum over `units` rather than as a call of the
     Dense layer on a rank-3 tensor: Keras runs that call as `tf.tensordot`,
@@ -65,11 +65,14 @@ def additive_score(hidden, score_dense):
     unit, no bias, no activation).
 
     Args:
-        hidden: `(batch_size, source_length, units)`, tanh(W_1 s + W_2 h_i).
+        query: `(batch_size, units)`, the projected decoder state (W_1 s).
+        keys: `(batch_size, source_length, units)`, the projected encoder
+            outputs (W_2 h_i + b).
         score_dense: a built `keras.layers.Dense(1, use_bias=False)`.
 
     Returns:
-        `(batch_size, source_length)` in the dtype of `hidden`.
+        `(batch_size, source_length)` in the dtype of `keys`.
     """
+    hidden = ops.tanh(ops.expand_dims(query, 1) + keys)  # (batch_size, source_length, units)
     v = ops.cast(score_dense.kernel[:, 0], hidden.dtype)  # (units,)
     return ops.sum(hidden * v, axis=-1)  # (batch_size, source_length)

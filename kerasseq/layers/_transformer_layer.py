@@ -18,9 +18,7 @@ class TransformerLayer(keras.layers.Layer):
         **kwargs: standard `keras.layers.Layer` arguments.
     """
 
-    def __init__(
-        self, d_model, dropout=0.0, norm_first=False, layer_norm_epsilon=1e-5, **kwargs
-    ):
+    def __init__(self, d_model, dropout=0.0, norm_first=False, layer_norm_epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
         self.d_model = d_model
         self.dropout = dropout
@@ -33,14 +31,8 @@ class TransformerLayer(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "d_model": self.d_model,
-                "dropout": self.dropout,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
+        config.update(d_model=self.d_model, dropout=self.dropout, norm_first=self.norm_first,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
         return config
 
 
@@ -69,10 +61,8 @@ class ResidualSublayer(TransformerLayer):
 
     def _check_input_width(self, x_shape):
         if x_shape[-1] is not None and x_shape[-1] != self.d_model:
-            raise ValueError(
-                "The last dimension of the input must equal d_model. "
-                f"Received: input shape={tuple(x_shape)}, d_model={self.d_model}"
-            )
+            raise ValueError("The last dimension of the input must equal d_model. "
+                             f"Received: input shape={tuple(x_shape)}, d_model={self.d_model}")
 
     def _pre_norm(self, x):
         return self.layer_norm(x) if self.norm_first else x

@@ -1,7 +1,6 @@
 """Additive attention (Bahdanau, Cho & Bengio 2014)."""
 
 import keras
-from keras import ops
 
 from kerasseq._validation import check_positive_int
 from kerasseq.layers._attention_math import additive_score
@@ -21,28 +20,17 @@ class BahdanauAttention(RecurrentAttention):
     (Bahdanau, Cho & Bengio 2014, "Neural Machine Translation by Jointly
     Learning to Align and Translate".) `W_2 h_i` does not depend on t, so it is
     computed once per source sentence (`precompute_keys`) and reused at every
-    decoder step. Padded source positions get weight 0; a source with no real
-    position gives zero weights and a zero context (never NaN).
+    decoder step.
 
     Args:
         units: int, size of the hidden layer of the scoring MLP.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
-    The softmax, the context and the masks are `RecurrentAttention`'s, the
-    base it shares with `LuongAttention`; this class adds the score.
-
-    Call arguments:
-        query: `(batch_size, query_dim)`: the previous decoder state s_{t-1}.
-        values: `(batch_size, source_length, value_dim)`: encoder outputs h_i.
-        encoder_padding_mask: optional bool `(batch_size, source_length)`,
-            True = real token. Without it, the Keras mask carried by `values`
-            is used.
-        keys: optional `(batch_size, source_length, units)` from
-            `precompute_keys(values)`, to skip recomputing W_2 h_i.
-
-    Returns:
-        `(context, attention_weights)`: `(batch_size, value_dim)` and
-        `(batch_size, source_length)`.
+    The call (its arguments and returns), the softmax, the context and the
+    masks are `RecurrentAttention`'s, the base it shares with
+    `LuongAttention`; this class adds the score. Its `query` is the previous
+    decoder state s_{t-1}, and its `keys` are W_2 h_i `(batch_size,
+    source_length, units)`.
 
     Example:
 
@@ -58,9 +46,7 @@ class BahdanauAttention(RecurrentAttention):
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
         dtype = self.dtype_policy
-        self.query_dense = keras.layers.Dense(
-            units, use_bias=False, dtype=dtype, name="query_dense"
-        )
+        self.query_dense = keras.layers.Dense(units, use_bias=False, dtype=dtype, name="query_dense")
         self.key_dense = keras.layers.Dense(units, use_bias=True, dtype=dtype, name="key_dense")
         self.score_dense = keras.layers.Dense(1, use_bias=False, dtype=dtype, name="score_dense")
 
@@ -76,9 +62,7 @@ class BahdanauAttention(RecurrentAttention):
 
     def score(self, query, keys):
         """Unnormalised scores e_{t,i}: `(batch_size, source_length)`."""
-        query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
-        hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
-        return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
+        return additive_score(self.query_dense(query), keys, self.score_dense)
 
     def get_config(self):
         config = super().get_config()

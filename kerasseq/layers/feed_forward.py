@@ -2,7 +2,7 @@
 
 import keras
 
-from kerasseq._validation import check_positive_int
+from kerasseq._validation import check_positive_int, check_rate
 from kerasseq.layers._transformer_layer import ResidualSublayer
 
 
@@ -13,18 +13,14 @@ class FeedForward(ResidualSublayer):
     `FFN(x) = max(0, x W_1 + b_1) W_2 + b_2` (Vaswani et al., 2017,
     "Attention Is All You Need", equation 2), applied to every position with
     the same weights. The residual connection and the LayerNorm live in this
-    layer too, so that a Transformer block is three sublayer calls:
-    post-norm `y = LayerNorm(x + Dropout(FFN(x)))` (default), pre-norm
-    (`norm_first=True`) `y = x + Dropout(FFN(LayerNorm(x)))`.
+    layer too (see `ResidualSublayer`), so that a Transformer block is three
+    sublayer calls.
 
     Args:
-        d_model: model width, the last dimension of `x` and of the output.
         dff: width of the hidden layer (2048 for `d_model=512` in the paper).
-        dropout: dropout rate on the FFN output, before the residual addition.
         activation: activation of the hidden layer (name or callable).
-        norm_first: pre-norm if True, post-norm if False (default).
-        layer_norm_epsilon: epsilon of the LayerNormalization.
-        **kwargs: standard `keras.layers.Layer` arguments.
+        d_model, dropout, norm_first, layer_norm_epsilon, **kwargs: as
+            `ResidualSublayer` (`dropout` is the rate on the FFN output).
 
     Call arguments:
         x: `(batch_size, length, d_model)`.
@@ -40,30 +36,15 @@ class FeedForward(ResidualSublayer):
     (2, 5, 16)
     """
 
-    def __init__(
-        self,
-        d_model,
-        dff,
-        dropout=0.0,
-        activation="relu",
-        norm_first=False,
-        layer_norm_epsilon=1e-5,
-        **kwargs,
-    ):
+    def __init__(self, d_model, dff, dropout=0.0, activation="relu", norm_first=False,
+                 layer_norm_epsilon=1e-5, **kwargs):
         super().__init__(d_model, dropout, norm_first, layer_norm_epsilon, **kwargs)
         self.dff = check_positive_int("dff", dff)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        check_rate("dropout", dropout)
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.intermediate_dense = keras.layers.Dense(
-            self.dff,
-            activation=activation,
-            dtype=self.dtype_policy,
-            name="intermediate_dense",
-        )
-        self.output_dense = keras.layers.Dense(
-            d_model, dtype=self.dtype_policy, name="output_dense"
-        )
+            self.dff, activation=activation, dtype=self.dtype_policy, name="intermediate_dense")
+        self.output_dense = keras.layers.Dense(d_model, dtype=self.dtype_policy, name="output_dense")
         self._create_add_and_norm()
 
     def build(self, x_shape):

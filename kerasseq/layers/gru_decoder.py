@@ -30,10 +30,8 @@ def make_attention(attention, units, dtype=None):
         return LuongAttention("dot", dtype=dtype, name="attention")
     if attention == "luong_concat":
         return LuongAttention("concat", units=units, dtype=dtype, name="attention")
-    raise ValueError(
-        f"attention must be None, a layer, or one of {list(ATTENTION_NAMES)}. "
-        f"Received: attention={attention!r}"
-    )
+    raise ValueError(f"attention must be None, a layer, or one of {list(ATTENTION_NAMES)}. "
+                     f"Received: attention={attention!r}")
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -127,53 +125,37 @@ class GRUDecoder(keras.layers.Layer):
     (1, 3, 20)
     """
 
-    def __init__(
-        self,
-        vocab_size,
-        embedding_dim,
-        units,
-        attention=None,
-        dropout=0.0,
-        embedding=None,
-        sampling_probability=0.0,
-        feed_context=True,
-        attention_units=None,
-        seed=None,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, embedding_dim, units, attention=None, dropout=0.0,
+                 embedding=None, sampling_probability=0.0, feed_context=True,
+                 attention_units=None, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
         self.units = check_positive_int("units", units)
         self.dropout = check_rate("dropout", dropout)
         if not 0.0 <= float(sampling_probability) <= 1.0:
-            raise ValueError(
-                "sampling_probability must be in [0, 1]. "
-                f"Received: sampling_probability={sampling_probability!r}"
-            )
+            raise ValueError("sampling_probability must be in [0, 1]. "
+                             f"Received: sampling_probability={sampling_probability!r}")
         self.initial_sampling_probability = float(sampling_probability)
         self.feed_context = bool(feed_context)
-        self.attention_units = None if attention_units is None else check_positive_int(
-            "attention_units", attention_units
-        )
+        self.attention_units = (None if attention_units is None
+                                else check_positive_int("attention_units", attention_units))
         dtype = self.dtype_policy
         self.attention = make_attention(attention, self.attention_units or units, dtype)
         # An embedding passed in (shared with another layer) is written into
         # the config, so a `.keras` file loads it shared again.
         self.shares_embedding = embedding is not None
         embedding = deserialize_shared_layer(embedding)
-        self.embedding = embedding or keras.layers.Embedding(
-            vocab_size, embedding_dim, dtype=dtype, name="embedding"
-        )
+        self.embedding = embedding or keras.layers.Embedding(vocab_size, embedding_dim,
+                                                             dtype=dtype, name="embedding")
         self.cell = keras.layers.GRUCell(units, dtype=dtype, name="gru_cell")
         self.input_dropout = keras.layers.Dropout(self.dropout, dtype=dtype, name="input_dropout")
         self.output_dropout = keras.layers.Dropout(self.dropout, dtype=dtype, name="output_dropout")
         # The output projection computes in the variable dtype (float32 under
         # `mixed_float16`), as Keras recommends for a model's last layer: the
         # logits and the softmax over a large vocabulary stay in float32.
-        self.output_dense = keras.layers.Dense(
-            vocab_size, dtype=dtype.variable_dtype, name="output_dense"
-        )
+        self.output_dense = keras.layers.Dense(vocab_size, dtype=dtype.variable_dtype,
+                                               name="output_dense")
         self.seed = seed
         # With seed=None the generator draws its seed from Keras' global
         # seeding; it is created in build(), after every sublayer has drawn
@@ -186,9 +168,7 @@ class GRUDecoder(keras.layers.Layer):
         batch_size = target_in_ids_shape[0]
         if self.attention is not None:
             if values_shape is None:
-                raise ValueError(
-                    "GRUDecoder with attention needs `values` (the encoder outputs)."
-                )
+                raise ValueError("GRUDecoder with attention needs `values` (the encoder outputs).")
             context_dim = values_shape[-1]
             if not self.attention.built:
                 self.attention.build((batch_size, self.units), values_shape)
@@ -204,11 +184,8 @@ class GRUDecoder(keras.layers.Layer):
         if self.seed_generator is None:
             self.seed_generator = keras.random.SeedGenerator(None)
         self.sampling_probability = self.add_weight(
-            name="sampling_probability",
-            shape=(),
-            initializer=keras.initializers.Constant(self.initial_sampling_probability),
-            trainable=False,
-        )
+            name="sampling_probability", shape=(), trainable=False,
+            initializer=keras.initializers.Constant(self.initial_sampling_probability))
 
     # ----------------------------------------------------------------- memory
     def prepare_memory(self, initial_state, values=None, encoder_padding_mask=None):
@@ -231,14 +208,9 @@ class GRUDecoder(keras.layers.Layer):
                 raise ValueError("GRUDecoder with attention needs `values` (encoder outputs).")
             if encoder_padding_mask is None:
                 encoder_padding_mask = ops.ones(ops.shape(values)[:2], dtype="bool")
-            return {
-                "values": values,
-                "keys": self.attention.precompute_keys(values),
-                "source_mask": ops.cast(encoder_padding_mask, "bool"),
-            }
-        if self.feed_context:
-            return {"context": initial_state}
-        return {}
+            return {"values": values, "keys": self.attention.precompute_keys(values),
+                    "source_mask": ops.cast(encoder_padding_mask, "bool")}
+        return {"context": initial_state} if self.feed_context else {}
 
     # ------------------------------------------------------------------- step
     def _attend(self, query, memory):
@@ -293,10 +265,8 @@ class GRUDecoder(keras.layers.Layer):
         target_in_ids = ops.cast(target_in_ids, "int32")
         memory = self.prepare_memory(initial_state, values, encoder_padding_mask)
         batch_size = ops.shape(target_in_ids)[0]
-        carry = {
-            "state": initial_state,
-            "logits": ops.zeros((batch_size, self.vocab_size), self.output_dense.compute_dtype),
-        }
+        carry = {"state": initial_state,
+                 "logits": ops.zeros((batch_size, self.vocab_size), self.output_dense.compute_dtype)}
         if self.attention is not None:
             carry["attention_weights"] = ops.zeros(ops.shape(values)[:2], self.compute_dtype)
 
@@ -308,13 +278,13 @@ class GRUDecoder(keras.layers.Layer):
             new_carry = {"state": state, "logits": logits}
             if weights is not None:
                 new_carry["attention_weights"] = ops.cast(weights, self.compute_dtype)
-            return new_carry, new_carry
+            return new_carry
 
         xs = (ops.transpose(target_in_ids), self._sampling_coins(target_in_ids, training))
         # tf.scan rather than keras.ops.scan: in Keras 3.15 the TensorFlow
         # version of ops.scan fails inside a graph when the number of steps is
         # unknown (padded batches of any length), which is the normal case here.
-        outputs = tf.scan(lambda c, x: scan_step(c, x)[0], xs, initializer=carry)
+        outputs = tf.scan(scan_step, xs, initializer=carry)
         logits = ops.transpose(outputs["logits"], (1, 0, 2))  # (batch_size, target_length, vocab_size)
         if return_attention_scores:
             if self.attention is None:
@@ -341,23 +311,13 @@ class GRUDecoder(keras.layers.Layer):
         config = super().get_config()
         sampling = getattr(self, "sampling_probability", None)
         config.update(
-            vocab_size=self.vocab_size,
-            embedding_dim=self.embedding_dim,
-            units=self.units,
-            attention=(
-                None if self.attention is None
-                else keras.saving.serialize_keras_object(self.attention)
-            ),
+            vocab_size=self.vocab_size, embedding_dim=self.embedding_dim, units=self.units,
+            attention=(None if self.attention is None
+                       else keras.saving.serialize_keras_object(self.attention)),
             dropout=self.dropout,
-            embedding=(
-                serialize_shared_layer(self.embedding) if self.shares_embedding else None
-            ),
-            sampling_probability=(
-                self.initial_sampling_probability if sampling is None
-                else float(ops.convert_to_numpy(sampling))
-            ),
-            feed_context=self.feed_context,
-            attention_units=self.attention_units,
-            seed=self.seed,
+            embedding=serialize_shared_layer(self.embedding) if self.shares_embedding else None,
+            sampling_probability=(self.initial_sampling_probability if sampling is None
+                                  else float(ops.convert_to_numpy(sampling))),
+            feed_context=self.feed_context, attention_units=self.attention_units, seed=self.seed,
         )
         return config

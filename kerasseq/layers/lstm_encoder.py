@@ -77,18 +77,8 @@ class LSTMEncoder(keras.layers.Layer):
     (TensorShape([1, 4, 16]), TensorShape([1, 32]))
     """
 
-    def __init__(
-        self,
-        vocab_size,
-        embedding_dim,
-        units,
-        bidirectional=False,
-        num_layers=1,
-        dropout=0.0,
-        embedding=None,
-        use_cudnn=False,
-        **kwargs,
-    ):
+    def __init__(self, vocab_size, embedding_dim, units, bidirectional=False, num_layers=1,
+                 dropout=0.0, embedding=None, use_cudnn=False, **kwargs):
         super().__init__(**kwargs)
         if use_cudnn not in (True, False, "auto"):
             raise ValueError("use_cudnn must be True, False or 'auto'. "
@@ -104,9 +94,8 @@ class LSTMEncoder(keras.layers.Layer):
         # the config, so a `.keras` file loads it shared again.
         self.shares_embedding = embedding is not None
         embedding = deserialize_shared_layer(embedding)
-        self.embedding = embedding or keras.layers.Embedding(
-            vocab_size, embedding_dim, dtype=self.dtype_policy, name="embedding"
-        )
+        self.embedding = embedding or keras.layers.Embedding(vocab_size, embedding_dim,
+                                                             dtype=self.dtype_policy, name="embedding")
         self.lstm_layers = [self._make_lstm(i) for i in range(self.num_layers)]
         # `Bidirectional` rebuilds its two LSTMs from `LSTM.get_config()`, which
         # leaves `use_cudnn` out: they start as "auto" and, where a GPU is seen,
@@ -118,19 +107,12 @@ class LSTMEncoder(keras.layers.Layer):
         self.supports_masking = True
 
     def _make_lstm(self, index):
-        lstm = keras.layers.LSTM(
-            self.units,
-            return_sequences=True,
-            return_state=True,
-            dropout=self.dropout,
-            use_cudnn=self.use_cudnn,
-            dtype=self.dtype_policy,
-            name=f"lstm_{index}",
-        )
+        lstm = keras.layers.LSTM(self.units, return_sequences=True, return_state=True,
+                                 dropout=self.dropout, use_cudnn=self.use_cudnn,
+                                 dtype=self.dtype_policy, name=f"lstm_{index}")
         if self.bidirectional:
-            return keras.layers.Bidirectional(
-                lstm, dtype=self.dtype_policy, name=f"bidirectional_{index}"
-            )
+            return keras.layers.Bidirectional(lstm, dtype=self.dtype_policy,
+                                              name=f"bidirectional_{index}")
         return lstm
 
     @property
@@ -194,23 +176,14 @@ class LSTMEncoder(keras.layers.Layer):
 
     def compute_output_shape(self, source_ids_shape):
         batch_size, source_length = source_ids_shape[:2]
-        return (
-            (batch_size, source_length, self.output_dim),
-            (batch_size, 2 * self.output_dim),
-        )
+        return (batch_size, source_length, self.output_dim), (batch_size, 2 * self.output_dim)
 
     def get_config(self):
         config = super().get_config()
         config.update(
-            vocab_size=self.vocab_size,
-            embedding_dim=self.embedding_dim,
-            units=self.units,
-            bidirectional=self.bidirectional,
-            num_layers=self.num_layers,
-            dropout=self.dropout,
+            vocab_size=self.vocab_size, embedding_dim=self.embedding_dim, units=self.units,
+            bidirectional=self.bidirectional, num_layers=self.num_layers, dropout=self.dropout,
             use_cudnn=self.use_cudnn,
-            embedding=(
-                serialize_shared_layer(self.embedding) if self.shares_embedding else None
-            ),
+            embedding=serialize_shared_layer(self.embedding) if self.shares_embedding else None,
         )
         return config

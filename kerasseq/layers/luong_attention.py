@@ -32,18 +32,8 @@ class LuongAttention(RecurrentAttention):
         units: int, hidden size of the "concat" scoring MLP (ignored otherwise).
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...).
 
-    Call arguments:
-        query: `(batch_size, query_dim)`.
-        values: `(batch_size, source_length, value_dim)`; for "dot" the
-            value_dim must equal query_dim.
-        encoder_padding_mask: optional bool `(batch_size, source_length)`,
-            True = real token. Without it, the Keras mask carried by `values`
-            is used.
-        keys: optional result of `precompute_keys(values)`.
-
-    Returns:
-        `(context, attention_weights)`: `(batch_size, value_dim)` and
-        `(batch_size, source_length)`.
+    Call arguments and returns: as `RecurrentAttention`; for "dot" the
+    value_dim of `values` must equal the query_dim of `query`.
 
     Example:
 
@@ -60,10 +50,9 @@ class LuongAttention(RecurrentAttention):
     def __init__(self, score="dot", units=None, **kwargs):
         super().__init__(**kwargs)
         self.score_name = check_choice("score", score, SCORES)
-        if score == "concat":
-            self.units = check_positive_int("units", units)
-        else:
-            self.units = None if units is None else check_positive_int("units", units)
+        # "concat" needs units; the other scores accept (and ignore) them.
+        self.units = (None if units is None and score != "concat"
+                      else check_positive_int("units", units))
         self.key_dense = None
         self.query_dense = None
         self.score_dense = None
@@ -79,36 +68,27 @@ class LuongAttention(RecurrentAttention):
             )
         dtype = self.dtype_policy
         if self.score_name == "general":
-            self.key_dense = keras.layers.Dense(
-                query_dim, use_bias=False, dtype=dtype, name="key_dense"
-            )
+            self.key_dense = keras.layers.Dense(query_dim, use_bias=False, dtype=dtype,
+                                                name="key_dense")
             self.key_dense.build(values_shape)
         if self.score_name == "concat":
-            self.query_dense = keras.layers.Dense(
-                self.units, use_bias=False, dtype=dtype, name="query_dense"
-            )
-            self.key_dense = keras.layers.Dense(
-                self.units, use_bias=True, dtype=dtype, name="key_dense"
-            )
-            self.score_dense = keras.layers.Dense(
-                1, use_bias=False, dtype=dtype, name="score_dense"
-            )
+            self.query_dense = keras.layers.Dense(self.units, use_bias=False, dtype=dtype,
+                                                  name="query_dense")
+            self.key_dense = keras.layers.Dense(self.units, use_bias=True, dtype=dtype,
+                                                name="key_dense")
+            self.score_dense = keras.layers.Dense(1, use_bias=False, dtype=dtype, name="score_dense")
             self.query_dense.build(query_shape)
             self.key_dense.build(values_shape)
             self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))
 
     def precompute_keys(self, values):
         """The part of the score that depends only on the source (h_i, W h_i)."""
-        if self.key_dense is None:
-            return values
-        return self.key_dense(values)
+        return values if self.key_dense is None else self.key_dense(values)
 
     def score(self, query, keys):
         """Unnormalised scores e_{t,i}: `(batch_size, source_length)`."""
         if self.score_name == "concat":
-            query = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
-            hidden = ops.tanh(query + keys)  # (batch_size, source_length, units)
-            return additive_score(hidden, self.score_dense)  # (batch_size, source_length)
+            return additive_score(self.query_dense(query), keys, self.score_dense)
         return ops.einsum("bd,bsd->bs", query, keys)  # (batch_size, source_length)
 
     def get_config(self):

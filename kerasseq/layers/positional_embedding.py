@@ -30,13 +30,10 @@ def positional_encoding(length, d_model):
            [ 0.841,  0.54 ,  0.01 ,  1.   ],
            [ 0.909, -0.416,  0.02 ,  1.   ]], dtype=float32)
     """
-    positions = np.arange(length, dtype=np.float64)[:, None]
-    # (length, 1)
-    pair_index = np.arange(d_model) // 2
-    # (d_model,): 0, 0, 1, 1, 2, 2, ... (the `i` in 2i and 2i+1)
+    positions = np.arange(length, dtype=np.float64)[:, None]  # (length, 1)
+    pair_index = np.arange(d_model) // 2  # (d_model,): 0, 0, 1, 1, 2, 2, ... (the `i` in 2i and 2i+1)
     angle_rates = 1.0 / np.power(10000.0, 2.0 * pair_index / d_model)
-    angles = positions * angle_rates[None, :]
-    # (length, d_model)
+    angles = positions * angle_rates[None, :]  # (length, d_model)
     table = np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
     return table.astype(np.float32)
 
@@ -81,24 +78,13 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, d_model, max_positions, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("d_model", d_model),
-            ("max_positions", max_positions),
-        ):
-            check_positive_int(name, value)
-        self.vocab_size = vocab_size
-        self.d_model = d_model
-        self.max_positions = max_positions
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.max_positions = check_positive_int("max_positions", max_positions)
         self.token_embedding = keras.layers.Embedding(
-            vocab_size,
-            d_model,
-            mask_zero=True,
-            dtype=self.dtype_policy,
-            name="token_embedding",
-        )
-        self.encoding_table = positional_encoding(max_positions, d_model)
+            vocab_size, d_model, mask_zero=True, dtype=self.dtype_policy, name="token_embedding")
         # (max_positions, d_model), numpy constant
+        self.encoding_table = positional_encoding(max_positions, d_model)
 
     def build(self, token_ids_shape):
         self.token_embedding.build(token_ids_shape)
@@ -108,22 +94,17 @@ class PositionalEmbedding(keras.layers.Layer):
         length = ops.shape(token_ids)[1]
         self._check_length(length, start_index)
         table = ops.convert_to_tensor(self.encoding_table, dtype=self.compute_dtype)
-        positions = ops.slice(table, [start_index, 0], [length, self.d_model])
-        # (length, d_model)
-        embedded = self.token_embedding(token_ids) * ops.cast(
-            math.sqrt(self.d_model), self.compute_dtype
-        )
-        # (batch_size, length, d_model)
+        positions = ops.slice(table, [start_index, 0], [length, self.d_model])  # (length, d_model)
+        scale = ops.cast(math.sqrt(self.d_model), self.compute_dtype)
+        embedded = self.token_embedding(token_ids) * scale  # (batch_size, length, d_model)
         return embedded + positions[None, :, :]
 
     def _check_length(self, length, start_index):
-        if isinstance(length, int) and isinstance(start_index, int):
-            if start_index < 0 or start_index + length > self.max_positions:
-                raise ValueError(
-                    "Positions must lie in [0, max_positions). Received: "
-                    f"start_index={start_index}, sequence length={length}, "
-                    f"max_positions={self.max_positions}"
-                )
+        if isinstance(length, int) and isinstance(start_index, int) and (
+                start_index < 0 or start_index + length > self.max_positions):
+            raise ValueError("Positions must lie in [0, max_positions). Received: "
+                             f"start_index={start_index}, sequence length={length}, "
+                             f"max_positions={self.max_positions}")
 
     def compute_mask(self, token_ids, mask=None):
         return ops.not_equal(token_ids, 0)
@@ -133,11 +114,6 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "vocab_size": self.vocab_size,
-                "d_model": self.d_model,
-                "max_positions": self.max_positions,
-            }
-        )
+        config.update(vocab_size=self.vocab_size, d_model=self.d_model,
+                      max_positions=self.max_positions)
         return config

@@ -6,7 +6,7 @@ import tensorflow as tf
 from keras import ops
 
 from kerasseq._replicas import sum_over_replicas
-from kerasseq._validation import check_int
+from kerasseq._validation import check_int, check_rate, is_int
 from kerasseq.alignment import guided_alignment_loss
 from kerasseq.decoding.config import SearchConfigError
 from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
@@ -52,10 +52,9 @@ def _decoder_stack(embedding, dropout, blocks, final_norm, target_in_ids, encode
     x = dropout(embedding(target_in_ids), training=training)
     scores = []
     for block in blocks:
-        x, block_scores = block(
-            x, encoder_outputs, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
-            return_attention_scores=True, training=training,
-        )
+        x, block_scores = block(x, encoder_outputs, decoder_padding_mask=target_mask,
+                                encoder_padding_mask=source_mask, return_attention_scores=True,
+                                training=training)
         scores.append(block_scores)
     x = final_norm(x) if final_norm is not None else x
     return x, scores
@@ -270,11 +269,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
         """
         if max_length is None:
             max_length = self.max_positions
-        elif isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not (
-                1 <= max_length <= self.max_positions):
+        elif not is_int(max_length) or not 1 <= max_length <= self.max_positions:
             raise ValueError(f"max_length must be an int in [1, {self.max_positions}] (the position "
                              f"table). Received: max_length={max_length!r}")
-        source_ids = self._drop_padding_beyond_max_positions(ops.cast(source_ids, "int32"))
+        source_ids = self.trim_source_ids(ops.cast(source_ids, "int32"))
         # (batch_size, source_length <= max_positions)
         source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
         encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
@@ -285,8 +283,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         state = {SOURCE_MASK: source_mask}
         for i, block in enumerate(self.decoder_blocks):
             (self_key, self_value), (cross_key, cross_value) = block.build_cache(
-                batch_size, int(max_length), encoder_outputs
-            )
+                batch_size, int(max_length), encoder_outputs)
             # self: each (batch_size, max_length, num_heads, key_dim);
             # cross: each (batch_size, source_length, num_heads, key_dim)
             state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)] = cross_key, cross_value
@@ -304,9 +301,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
         one per beam, and `CrossAttention.call_step` attends a source's
         hypotheses together against it.
         """
-        return tuple(
-            key.format(i) for i in range(len(self.decoder_blocks)) for key in (CROSS_KEY, CROSS_VALUE)
-        )
+        return tuple(key.format(i) for i in range(len(self.decoder_blocks))
+                     for key in (CROSS_KEY, CROSS_VALUE))
 
     def decode_step(self, token_ids, state, step):
         token_ids = ops.reshape(ops.cast(token_ids, "int32"), (-1, 1))  # (batch_size, 1)
@@ -314,13 +310,10 @@ class TransformerSeq2Seq(Seq2SeqModel):
         new_state = dict(state)
         weights = 0.0
         for i, block in enumerate(self.decoder_blocks):
-            cache = (
-                (state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)]),
-                (state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)]),
-            )
+            cache = ((state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)]),
+                     (state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)]))
             x, (self_cache, _), scores = block.call_step(
-                x, step, cache, encoder_padding_mask=state[SOURCE_MASK], training=False,
-            )
+                x, step, cache, encoder_padding_mask=state[SOURCE_MASK], training=False)
             # x (batch_size, 1, d_model); scores (batch_size, num_heads, 1, source_length)
             new_state[SELF_KEY.format(i)], new_state[SELF_VALUE.format(i)] = self_cache
             weights = weights + ops.mean(ops.cast(scores[:, :, 0, :], "float32"), axis=1)
@@ -341,28 +334,20 @@ class TransformerSeq2Seq(Seq2SeqModel):
         """
         if config.max_length is not None and config.max_length > self.max_positions:
             raise SearchConfigError(
-                "max_length",
-                "The Transformer's self-attention cache and position table hold "
+                "max_length", "The Transformer's self-attention cache and position table hold "
                 f"max_positions={self.max_positions} target positions. Received: "
-                f"max_length={config.max_length}"
-            )
+                f"max_length={config.max_length}")
         if config.max_source_length is not None and config.max_source_length > self.max_positions:
             raise SearchConfigError(
                 "max_source_length",
                 f"max_source_length must be <= the model's max_positions={self.max_positions} "
-                f"(its position table). Received: max_source_length={config.max_source_length}"
-            )
+                f"(its position table). Received: max_source_length={config.max_source_length}")
 
     def trim_source_ids(self, source_ids):
-        return self._drop_padding_beyond_max_positions(source_ids)
-
-    def _drop_padding_beyond_max_positions(self, source_ids):
         """Keeps the first `max_positions` columns; the dropped ones must be padding."""
-        message = (
-            f"A source has more than max_positions={self.max_positions} tokens, the length of "
-            "the model's position table. Shorten or split the input, or build the model "
-            "with a larger max_positions."
-        )
+        message = (f"A source has more than max_positions={self.max_positions} tokens, the length "
+                   "of the model's position table. Shorten or split the input, or build the "
+                   "model with a larger max_positions.")
         if isinstance(source_ids, np.ndarray) or tf.executing_eagerly():
             array = np.asarray(source_ids)
             real_lengths = np.where(array != 0, np.arange(array.shape[1]) + 1, 0).max(axis=1, initial=0)
@@ -403,12 +388,9 @@ def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, 
                         ("dff", dff), ("max_positions", max_positions)):
         check_int(name, value)
     if d_model % num_heads:
-        raise ValueError(
-            "d_model must be divisible by num_heads. "
-            f"Received: d_model={d_model}, num_heads={num_heads}"
-        )
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout!r}")
+        raise ValueError("d_model must be divisible by num_heads. "
+                         f"Received: d_model={d_model}, num_heads={num_heads}")
+    check_rate("dropout", dropout)
     check_shared_vocabulary(share_embeddings, source_vocab_size, target_vocab_size)
 
 
@@ -426,8 +408,7 @@ def _check_guided_alignment(weight, layer, head, num_layers, num_heads):
         layer = max(num_layers - 2, 0)
     for name, value, size in (("guided_alignment_layer", layer, num_layers),
                               ("guided_alignment_head", head, num_heads)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not (
-                -size <= value < size):
+        if not is_int(value) or not -size <= value < size:
             what = "decoder layers" if name.endswith("layer") else "heads"
             raise ValueError(f"{name} must be an int in [{-size}, {size - 1}] (the model has "
                              f"{size} {what}). Received: {name}={value!r}")

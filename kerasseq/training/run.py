@@ -80,11 +80,11 @@ from kerasseq.training.trainer import (
 RUN_FILES = ("model.keras", "summary.json", "best.keras", "history.csv", "tokenizers.json")
 BACKUP_DIR = "backup"
 TENSORBOARD_DIR = "tensorboard"
+CHECKPOINTS_DIR = "checkpoints"
 
 
 def _is_multi_worker(strategy):
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-CHECKPOINTS_DIR = "checkpoints"
 
 
 class TrainingRun:
@@ -338,24 +338,18 @@ class TrainingRun:
         if not is_int(batch_size) or batch_size < 1 or batch_size % replicas:
             raise ValueError(f"batch_size is the global batch: it must be a positive multiple "
                              f"of the {replicas} replicas. Received: batch_size={batch_size!r}")
-        if self.multi_worker:
-            train_data = sharded_dataset_fn(train_pairs, source_tokenizer, target_tokenizer,
-                                            batch_size, seed=seed,
-                                            bucket_boundaries=bucket_boundaries)
-            dev_data = (sharded_dataset_fn(dev_pairs, source_tokenizer, target_tokenizer,
-                                           batch_size, shuffle=False) if dev_pairs else None)
-            return train_data, dev_data
         from kerasseq.training.distribute import pad_batches_to_multiple
 
-        train_data = pad_batches_to_multiple(
-            make_dataset(train_pairs, source_tokenizer, target_tokenizer, batch_size=batch_size,
-                         seed=seed, bucket_boundaries=bucket_boundaries), replicas)
-        dev_data = None
-        if dev_pairs:
-            dev_data = pad_batches_to_multiple(
-                make_dataset(dev_pairs, source_tokenizer, target_tokenizer,
-                             batch_size=batch_size, shuffle=False), replicas)
-        return train_data, dev_data
+        def batches(pairs, **options):
+            if self.multi_worker:
+                return sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, batch_size,
+                                          **options)
+            return pad_batches_to_multiple(make_dataset(
+                pairs, source_tokenizer, target_tokenizer, batch_size=batch_size, **options),
+                replicas)
+
+        return (batches(train_pairs, seed=seed, bucket_boundaries=bucket_boundaries),
+                batches(dev_pairs, shuffle=False) if dev_pairs else None)
 
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
             keep_checkpoints=0):
