@@ -1,7 +1,7 @@
 """Child processes for the tests, without a TensorFlow import each.
 
 A fresh Python process costs about 6 CPU-seconds before it does anything,
-importing TensorFlow, Keras and kerasseq; the suite starts about seventy of
+importing TensorFlow, Keras and kerasseq; the suite starts dozens of
 them (CLI runs, SavedModel servers, multi-worker workers). `popen` and `run`
 take the arguments of `subprocess.Popen` / `subprocess.run`. A command
 `[sys.executable, "-m", "kerasseq_cli", ...]`, or `[sys.executable, "-c",
