@@ -24,6 +24,7 @@ import io
 import json
 import locale
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -144,7 +145,7 @@ class ForkedProcess:
 
     def _wait_for_status(self):
         line = self._lines.readline()
-        report = json.loads(line) if line else {"status": -9, "cpu": 0.0}
+        report = json.loads(line) if line else {"status": -signal.SIGKILL, "cpu": 0.0}
         with _LOCK:
             FORKED_CPU_SECONDS[0] += report["cpu"]
         self.returncode = report["status"]
@@ -168,10 +169,10 @@ class ForkedProcess:
                 pass
 
     def kill(self):
-        self.send_signal(9)
+        self.send_signal(signal.SIGKILL)
 
     def terminate(self):
-        self.send_signal(15)
+        self.send_signal(signal.SIGTERM)
 
     def communicate(self, input=None, timeout=None):
         results, readers = {}, []
