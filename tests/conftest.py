@@ -1,3 +1,4 @@
+import gc
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -20,6 +21,15 @@ import kerasseq  # noqa: E402,F401  (checks the backend)
 # eager) fail on a GPU (28 failures + 7 errors on an H100). The tests check float32
 # arithmetic, so the suite runs in full float32. No effect on a CPU.
 tf.config.experimental.enable_tensor_float_32_execution(False)
+
+# Python's cyclic garbage collector walks every tracked object at each full
+# collection, and TensorFlow, Keras and the graphs the tests trace make that
+# millions of objects: it took 8 % of a test file's CPU. The objects alive after
+# the imports are frozen (never collected, never walked) and the collections
+# run less often (measured on tests/test_translator.py: GC 8.7 -> 4.3 CPU-s).
+gc.collect()
+gc.freeze()
+gc.set_threshold(10_000, 20, 20)
 
 
 @pytest.fixture(autouse=True)

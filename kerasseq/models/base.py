@@ -242,7 +242,39 @@ class Seq2SeqModel(keras.Model):
         """
         if "shuffle" not in kwargs and len(args) < 7 and isinstance(x, tf.data.Dataset):
             kwargs["shuffle"] = False
+        if isinstance(x, tf.data.Dataset):
+            self._build_training_state(x.element_spec)
+        elif x is not None and y is not None:
+            self._build_training_state((x, y))
         return super().fit(x, y, *args, **kwargs)
+
+    def _build_training_state(self, batch):
+        """Create the optimizer's, loss's and metrics' variables before a training step is traced.
+
+        `batch`: one batch `(x, y)` or `(x, y, sample_weight)`, or its
+        `tf.TensorSpec`s (a dataset's `element_spec`): only shapes and dtypes
+        are read. `fit` and `DistributedTrainer.fit` call it. Keras'
+        TensorFlow trainer, without a distribution strategy, leaves these
+        variables to the first trace of the training step, and a
+        `tf.function` whose first trace created variables is traced again:
+        the whole step, gradients and optimizer update included, twice (half
+        of a small model's first-epoch CPU time). Keras builds them first
+        itself under a strategy and on its other backends, with
+        `Trainer._symbolic_build`; this calls that private hook (its canary:
+        tests/models/test_training_state.py). A batch it cannot describe (not
+        arrays or specs, guided-alignment inputs) is left to Keras.
+        """
+        if getattr(self, "optimizer", None) is None:  # not compiled: fit says so
+            return
+        if not (isinstance(batch, tuple) and len(batch) in (2, 3)) or not all(
+                hasattr(v, "shape") and hasattr(v, "dtype") for v in keras.tree.flatten(batch)):
+            return
+        from kerasseq.training import distribute
+
+        if distribute.carries_links(batch):
+            return
+        with self.distribute_strategy.scope():
+            self._symbolic_build(data_batch=batch)
 
     def train_step(self, data):
         """Keras' training step; with several replicas, the exact distributed step.

@@ -159,6 +159,7 @@ class DistributedTrainer:
                 "model inside `with strategy.scope():`")
         self._train_function = None
         self._test_function = None
+        self._batch_spec = None  # of the last dataset distributed
         self._jit_compile = bool(getattr(model, "jit_compile", False)) and tf.config.list_physical_devices("GPU") != []
 
     # ----------------------------------------------------------------- data
@@ -173,6 +174,7 @@ class DistributedTrainer:
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
             data = data.with_options(options)
             local_batches = _count_batches(data)  # global batches: the same on every worker
+            self._batch_spec = data.element_spec
             # One neutral row per replica (a pair or a guided dict, as the batches).
             neutral = _neutral_batch(data.element_spec, strategy.num_replicas_in_sync)
             filler = tf.data.Dataset.from_tensors(neutral).repeat()
@@ -189,6 +191,7 @@ class DistributedTrainer:
                 raise TypeError(f"the dataset function returned {type(dataset).__name__}, "
                                 "not a tf.data.Dataset")
             counts[input_context.input_pipeline_id] = _count_batches(dataset)
+            self._batch_spec = dataset.element_spec
             filler = tf.data.Dataset.from_tensors(_neutral_batch(dataset.element_spec)).repeat()
             return dataset.concatenate(filler)
 
@@ -279,6 +282,9 @@ class DistributedTrainer:
             callbacks, add_history=True, add_progbar=verbose != 0, verbose=verbose,
             epochs=epochs, steps=steps, model=model)
         train_function = self._function("train", train_data.element_spec)
+        build = getattr(model, "_build_training_state", None)  # (a kerasseq model)
+        if build is not None:  # one trace of the step (see Seq2SeqModel._build_training_state)
+            build(self._batch_spec)
         if not model.optimizer.built:  # mirrored optimizer state (before a backup restores it)
             with self.strategy.scope():
                 model.optimizer.build(model.trainable_variables)
