@@ -8,6 +8,7 @@ that it trains (numpy inputs, length-bucketed batches) and that one XLA step is
 the same step as without XLA.
 """
 
+import functools
 import warnings
 
 import keras
@@ -46,17 +47,33 @@ def build(name, dropout=0.1):
                                      dropout=dropout, max_positions=16, **tokenizers)
 
 
+@functools.cache
+def bucketed_batches():
+    """Two batches of 8 from two length buckets: two shapes, each its own XLA program."""
+    return make_dataset(PAIRS, SOURCE_TOKENIZER, TARGET_TOKENIZER, batch_size=8,
+                        shuffle=False, bucket_boundaries=[4]).take(2)
+
+
+@functools.cache
+def built(name):
+    """`build(name)` (with dropout) once per module: the bucketed-batches test
+    trains it, the `jit_compile="auto"` test only compiles it."""
+    return build(name)
+
+
+@functools.cache
 def arrays():
-    """All pairs as one padded batch of numpy arrays."""
+    """All pairs as one padded batch of numpy arrays (made once: read only)."""
     dataset = make_dataset(PAIRS, SOURCE_TOKENIZER, TARGET_TOKENIZER, batch_size=len(PAIRS),
                            shuffle=False)
     (source, target_in), target_out = next(iter(dataset))
     return source.numpy(), target_in.numpy(), target_out.numpy()
 
 
-def compile_model(model, jit_compile, learning_rate=0.1):
+def compile_model(model, jit_compile, learning_rate=0.1, run_eagerly=False):
     model.compile(optimizer=keras.optimizers.SGD(learning_rate),
-                  loss=MaskedSparseCategoricalCrossentropy(), jit_compile=jit_compile)
+                  loss=MaskedSparseCategoricalCrossentropy(), jit_compile=jit_compile,
+                  run_eagerly=run_eagerly)
 
 
 def jit_warnings(caught):
@@ -68,23 +85,27 @@ def test_one_xla_step_on_numpy_inputs_equals_one_step_without_xla(name):
     source, target_in, target_out = arrays()
     loss = MaskedSparseCategoricalCrossentropy()
     results = {}
-    initial = None
+    # One model, the same initial weights for both steps (compile starts a new
+    # optimizer and a new train function).
+    model = build(name, dropout=0.0)
+    initial = model.get_weights()
+    loss_before = float(loss(target_out, model([source, target_in], training=False)))
+    if MODELS[name].get("sampling_probability"):
+        same_coins(model.decoder, target_in)
     for jit_compile in (False, True):
-        model = build(name, dropout=0.0)
-        if initial is None:
-            initial = model.get_weights()
-            loss_before = float(loss(target_out, model([source, target_in], training=False)))
         model.set_weights(initial)
-        if MODELS[name].get("sampling_probability"):
-            same_coins(model.decoder, target_in)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            compile_model(model, jit_compile=jit_compile, learning_rate=0.5)
+            # The step without XLA runs eagerly: the same `train_step`, and no
+            # (costly) trace of a second, non-XLA graph just to compare with.
+            compile_model(model, jit_compile=jit_compile, learning_rate=0.5,
+                          run_eagerly=not jit_compile)
             # numpy inputs: the batch dimension of the traced step is unknown
             history = model.fit([source, target_in], target_out, batch_size=len(source),
                                 epochs=1, shuffle=False, verbose=0)
         assert jit_warnings(caught) == []
         assert model.jit_compile is jit_compile  # XLA was not silently turned off
+        assert model.run_eagerly is not jit_compile
         after = float(loss(target_out, model([source, target_in], training=False)))
         results[jit_compile] = history.history["loss"][0], after, model.get_weights()
     plain_step, plain_after, plain_weights = results[False]
@@ -107,11 +128,10 @@ def test_one_xla_step_on_numpy_inputs_equals_one_step_without_xla(name):
 # on the Transformer, to keep the suite's XLA compile time down.
 @pytest.mark.parametrize("name", ["rnn-bahdanau", "rnn-scheduled-sampling", "transformer"])
 def test_trains_under_xla_on_bucketed_batches(name):
-    model = build(name)  # with dropout
+    model = built(name)  # with dropout
     compile_model(model, jit_compile=True)
     # Two buckets: batches of other shapes, each its own XLA program.
-    dataset = make_dataset(PAIRS, SOURCE_TOKENIZER, TARGET_TOKENIZER, batch_size=8,
-                           shuffle=False, bucket_boundaries=[4]).take(2)
+    dataset = bucketed_batches()
     shapes = [(tuple(s.shape), tuple(t.shape)) for (s, t), _ in dataset]
     assert len(set(shapes)) == 2, shapes
     before = [np.array(w) for w in model.trainable_weights]
@@ -156,7 +176,7 @@ REAL_LIST_PHYSICAL_DEVICES = tf.config.list_physical_devices
 
 @pytest.mark.parametrize("name", MODELS)
 def test_auto_jit_compile_is_xla_on_a_gpu(name, monkeypatch):
-    model = build(name)
+    model = built(name)  # compile() replaces any earlier compile of it
     model.compile(optimizer="sgd", loss=MaskedSparseCategoricalCrossentropy())
     # no XLA on a CPU-only machine (the CI), XLA on a real GPU
     assert model.jit_compile is bool(tf.config.list_physical_devices("GPU"))
