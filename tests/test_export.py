@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -242,26 +241,23 @@ def test_transformer_export_matches_in_process_translate(g2p_model, transformer_
     assert served["empty_batch"]["translations_shape"] == [0, NUM_BEAMS]
 
 
-def saved_model_cli_command():
-    """`saved_model_cli` on PATH, else beside this Python, else TensorFlow's module.
+# TensorFlow's `saved_model_cli` (the module every TensorFlow ships; the console
+# script of that name only calls its `main`), run as a forked command: a fresh
+# process would import TensorFlow only to read a SavedModel's signatures.
+SAVED_MODEL_CLI = r"""
+import sys
 
-    The console script is only beside `sys.executable` in a virtual environment
-    whose `bin` holds it; GPU images and system installs may put it elsewhere or
-    not at all, but the module ships with every TensorFlow.
-    """
-    found = shutil.which("saved_model_cli")
-    if found:
-        return [found]
-    beside = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return [beside]
-    return [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+from tensorflow.python.tools.saved_model_cli import main
+
+sys.argv[0] = "saved_model_cli"
+main()
+"""
 
 
 def test_saved_model_cli_lists_the_string_signatures(rnn_export):
-    completed = subprocess.run(
-        [*saved_model_cli_command(), "show", "--dir", str(rnn_export), "--all"],
-        capture_output=True, text=True, env=CHILD_ENV, timeout=300,
+    completed = processes.run(
+        [sys.executable, "-c", SAVED_MODEL_CLI, "show", "--dir", str(rnn_export), "--all"],
+        forked=True, capture_output=True, text=True, env=CHILD_ENV, timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     output = completed.stdout
