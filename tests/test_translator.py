@@ -25,6 +25,13 @@ def g2p():
     return model, words
 
 
+@pytest.fixture(scope="module")
+def tiny_transformer():
+    """An untrained one-layer Transformer with a 12-position table (read-only in the tests)."""
+    return tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
+                          dff=32, max_positions=12)
+
+
 # ----------------------------------------------------------------- config
 def test_one_set_of_defaults():
     config = SearchConfig()
@@ -253,9 +260,8 @@ def test_buckets_are_not_reported_as_retracing(g2p):
     assert not [r for r in records if "retracing" in r.getMessage()]
 
 
-def test_transformer_through_the_translator():
-    model = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
-                           dff=32, max_positions=12)
+def test_transformer_through_the_translator(tiny_transformer):
+    model = tiny_transformer
     words = ["adopt", "adore", "ado"]
     ids, scores, lengths = model.generate(model.source_tokenizer.encode(words), method="beam",
                                           max_length=6)
@@ -290,9 +296,8 @@ def test_one_source_limit_for_the_eager_and_the_graph_path(g2p):
     assert [t.decode() for t in graph.numpy()[:, 0]] == free.translate(very_long)
 
 
-def test_transformer_position_table_is_one_rule_in_both_paths():
-    model = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=16, num_heads=2,
-                           dff=32, max_positions=12)
+def test_transformer_position_table_is_one_rule_in_both_paths(tiny_transformer):
+    model = tiny_transformer
     with pytest.raises(SearchConfigError, match="max_source_length must be <= the model's "
                                                 "max_positions=12") as caught:
         model.translate(["adopt"], max_source_length=13)
