@@ -35,9 +35,16 @@ def _data():
     return make_dataset(pairs, source, target, batch_size=10, seed=0)
 
 
-def test_averaging_a_model_with_itself_changes_nothing(tmp_path):
+@pytest.fixture(scope="module")
+def model():
+    """One compiled RNN shared by the tests that train: its training step is
+    traced once (by the first test's `fit`) and every later `fit` reuses it.
+    Each test trains it on, as the tests before did with a model of their own."""
     keras.utils.set_random_seed(3)
-    model = _compiled(_rnn())
+    return _compiled(_rnn())
+
+
+def test_averaging_a_model_with_itself_changes_nothing(model, tmp_path):
     model.fit(_data(), epochs=2, verbose=0)
     path = str(tmp_path / "model.keras")
     model.save(path)
@@ -104,13 +111,27 @@ def test_mismatched_checkpoints_raise(tmp_path):
         average_checkpoints([rnn, str(tmp_path / "broken.keras")])
 
 
-def test_keep_last_checkpoints_keeps_the_newest(tmp_path):
-    keras.utils.set_random_seed(4)
+def test_keep_last_checkpoints_keeps_the_newest_and_refuses_a_later_runs_files(model, tmp_path):
+    """One run of 3 epochs (keep=3), a new run into its directory (refused), then
+    the run resumed for a 4th epoch with keep=2 (accepted; the 2 newest kept).
+    Merges the former `test_keep_last_checkpoints_keeps_the_newest` (4 epochs,
+    keep=2) and `test_keep_last_checkpoints_refuses_a_later_runs_files`: one
+    model, one traced training step."""
     directory = tmp_path / "checkpoints"
     directory.mkdir()
     (directory / "notes.txt").write_text("kept")
-    model = _compiled(_rnn())
-    model.fit(_data(), epochs=4, verbose=0, callbacks=[KeepLastCheckpoints(directory, keep=2)])
+    model.fit(_data(), epochs=3, verbose=0, callbacks=[KeepLastCheckpoints(directory, keep=3)])
+    assert [os.path.basename(p) for p in epoch_checkpoints(directory)] == [
+        "epoch_001.keras", "epoch_002.keras", "epoch_003.keras"]
+    # A new run into the same directory starts at epoch 1: epoch_002/003 would win.
+    # (The check is the callback's, before the first epoch: any model shows it.)
+    with pytest.raises(ValueError, match=r"epoch_001.keras, epoch_002.keras, epoch_003.keras\) "
+                                         r"numbered at or above epoch 1"):
+        model.fit(_data(), epochs=1, verbose=0, callbacks=[KeepLastCheckpoints(directory)])
+    # A resumed run (initial_epoch=3) goes on after them: accepted; keep=2 removes
+    # all but the newest two.
+    model.fit(_data(), epochs=4, initial_epoch=3, verbose=0,
+              callbacks=[KeepLastCheckpoints(directory, keep=2)])
     assert [os.path.basename(p) for p in epoch_checkpoints(directory)] == [
         "epoch_003.keras", "epoch_004.keras"]
     assert (directory / "notes.txt").read_text() == "kept"
@@ -125,27 +146,8 @@ def test_keep_last_checkpoints_keeps_the_newest(tmp_path):
         KeepLastCheckpoints(directory, keep=0)
 
 
-def test_keep_last_checkpoints_refuses_a_later_runs_files(tmp_path):
-    keras.utils.set_random_seed(4)
-    directory = tmp_path / "checkpoints"
-    model = _compiled(_rnn())
-    model.fit(_data(), epochs=3, verbose=0, callbacks=[KeepLastCheckpoints(directory, keep=3)])
-    # A new run into the same directory starts at epoch 1: epoch_002/003 would win.
-    fresh = _compiled(_rnn())
-    with pytest.raises(ValueError, match=r"epoch_001.keras, epoch_002.keras, epoch_003.keras\) "
-                                         r"numbered at or above epoch 1"):
-        fresh.fit(_data(), epochs=1, verbose=0, callbacks=[KeepLastCheckpoints(directory)])
-    # A resumed run (initial_epoch=3) goes on after them: accepted.
-    model.fit(_data(), epochs=4, initial_epoch=3, verbose=0,
-              callbacks=[KeepLastCheckpoints(directory, keep=3)])
-    assert [os.path.basename(p) for p in epoch_checkpoints(directory)] == [
-        "epoch_002.keras", "epoch_003.keras", "epoch_004.keras"]
-
-
-def test_training_run_keeps_epoch_checkpoints_and_clear_removes_them(tmp_path):
-    keras.utils.set_random_seed(5)
+def test_training_run_keeps_epoch_checkpoints_and_clear_removes_them(model, tmp_path):
     run = TrainingRun(tmp_path / "run")
-    model = _compiled(_rnn())
     run.fit(model, _data(), _data(), epochs=3, verbose=0, keep_checkpoints=2)
     assert [os.path.basename(p) for p in run.epoch_checkpoints()] == [
         "epoch_002.keras", "epoch_003.keras"]
