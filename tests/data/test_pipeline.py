@@ -155,28 +155,45 @@ def test_make_source_dataset_keeps_order(tokenizers):
         make_source_dataset("cat", source)
 
 
+FIT_WORDS = ["cat", "cats", "dog", "dogs", "a", "an", "the", "tiger", "zebra", "ox", "bee"]
+FIT_PAIRS = [(word, word[::-1]) for word in FIT_WORDS]
+
+
+@pytest.fixture(scope="module")
+def fit_model_and_data():
+    """One compiled kerasseq model for every case of the fit test below.
+
+    Each case fits it again on its own dataset: Keras keeps the traced train and
+    test functions across fits (traced anew only for new batch shapes), so the
+    six cases cost about one model build and a few traces instead of six. The
+    validation data is the same in every case: built once too (make_dataset
+    traces its map functions, 1-2 CPU-s).
+    """
+    from kerasseq.models import build_rnn_seq2seq
+    from kerasseq.training import MaskedSparseCategoricalCrossentropy
+
+    source = TextTokenizer.from_texts([s for s, _ in FIT_PAIRS], split="character")
+    target = TextTokenizer.from_texts([t for _, t in FIT_PAIRS], split="character")
+    model = build_rnn_seq2seq(source_vocab_size=source.vocabulary_size,
+                              target_vocab_size=target.vocabulary_size, embedding_dim=4, units=4)
+    model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    validation = make_dataset(FIT_PAIRS[:4], source, target, batch_size=2, shuffle=False)
+    return model, source, target, validation
+
+
 @pytest.mark.parametrize("buckets", [None, "auto", [4, 6]])
 @pytest.mark.parametrize("drop_remainder", [False, True])
-def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder):
+def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder, fit_model_and_data):
     """The dataset declares its number of batches (no "ran out of data"), and a
     kerasseq model's fit does not pass Keras' ignored shuffle=True (no warning)."""
     import warnings
 
-    from kerasseq.models import build_rnn_seq2seq
-    from kerasseq.training import MaskedSparseCategoricalCrossentropy
-
-    words = ["cat", "cats", "dog", "dogs", "a", "an", "the", "tiger", "zebra", "ox", "bee"]
-    pairs = [(word, word[::-1]) for word in words]
-    source = TextTokenizer.from_texts([s for s, _ in pairs], split="character")
-    target = TextTokenizer.from_texts([t for _, t in pairs], split="character")
-    data = make_dataset(pairs, source, target, batch_size=2, seed=0, bucket_boundaries=buckets,
-                        max_target_length=6, drop_remainder=drop_remainder)
+    model, source, target, validation = fit_model_and_data
+    data = make_dataset(FIT_PAIRS, source, target, batch_size=2, seed=0,
+                        bucket_boundaries=buckets, max_target_length=6,
+                        drop_remainder=drop_remainder)
     counted = sum(1 for _ in data)
     assert int(data.cardinality()) == counted  # declared == real, with the length filter
-    validation = make_dataset(pairs[:4], source, target, batch_size=2, shuffle=False)
-    model = build_rnn_seq2seq(source_vocab_size=source.vocabulary_size,
-                              target_vocab_size=target.vocabulary_size, embedding_dim=4, units=4)
-    model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         history = model.fit(data, validation_data=validation, epochs=2, verbose=0)

@@ -25,18 +25,30 @@ def test_schedules_follow_bengio_2015():
     )
 
 
-def _seq2seq_and_data(rows):
-    """A small compiled RNN seq2seq model, and `rows` copies of one (inputs, target) example."""
+@pytest.fixture(scope="module")
+def seq2seq():
+    """A small compiled RNN seq2seq model, shared by the tests that fit it.
+
+    Each test sets what it checks itself (the callbacks assign the decoder's
+    sampling probability; TimeLimit counts epochs), so they can share one
+    model and Keras' traced train function instead of building three.
+    """
     model = build_rnn_seq2seq(12, 12, embedding_dim=4, units=8)
     model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
+    return model
+
+
+def _data(rows):
+    """`rows` copies of one (inputs, target) example."""
     source = np.array([[5, 6, 7]] * rows)
     target_in = np.array([[2, 8, 9]] * rows)
     target_out = np.array([[8, 9, 3]] * rows)
-    return model, [source, target_in], target_out
+    return [source, target_in], target_out
 
 
-def test_callback_sets_decoder_probability_each_epoch():
-    model, inputs, target_out = _seq2seq_and_data(4)
+def test_callback_sets_decoder_probability_each_epoch(seq2seq):
+    model = seq2seq
+    inputs, target_out = _data(4)
     callback = ScheduledSampling(schedule="linear", decay=0.1, max_probability=0.15)
     seen = []
 
@@ -60,8 +72,9 @@ class _RecordProbability(keras.callbacks.Callback):
         self.seen.append(float(self.model.decoder.sampling_probability.numpy()))
 
 
-def test_exponential_and_inverse_sigmoid_schedules_change_the_variable_during_fit():
-    model, inputs, target_out = _seq2seq_and_data(8)
+def test_exponential_and_inverse_sigmoid_schedules_change_the_variable_during_fit(seq2seq):
+    model = seq2seq
+    inputs, target_out = _data(8)
     schedules = [  # Bengio et al. (2015): teacher-forcing probability ε_i at step i
         ("exponential", 0.5, lambda i: 0.5 ** i),
         ("inverse_sigmoid", 1.0, lambda i: 1.0 / (1.0 + math.exp(i))),
@@ -84,10 +97,11 @@ def test_bad_callback_arguments():
         ScheduledSampling(schedule="exponential", decay=2.0)
 
 
-def test_time_limit_stops_fit_early():
+def test_time_limit_stops_fit_early(seq2seq):
     from kerasseq.training import TimeLimit
 
-    model, inputs, target_out = _seq2seq_and_data(4)
+    model = seq2seq
+    inputs, target_out = _data(4)
     limit = TimeLimit(seconds=1e-9)
     history = model.fit(inputs, target_out, epochs=50, batch_size=2, verbose=0,
                         callbacks=[limit])

@@ -5,6 +5,8 @@ loop itself (epochs, callbacks, History, validation, neutral filler batches)
 is compared with Keras' `fit` under the default strategy.
 """
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -35,8 +37,12 @@ def compiled_model(strategy=None):
     return model
 
 
-def dataset(shuffle=False, known_length=False):
-    data = make_dataset(PAIRS, WORDS, PHONEMES, batch_size=4, shuffle=shuffle,
+@functools.lru_cache(maxsize=None)
+def dataset(known_length=False):
+    # One Dataset object per variant for the whole file: make_dataset costs 1-2
+    # CPU-s (tf.data traces its map functions), and a Dataset is an immutable,
+    # here unshuffled description that every fit iterates afresh.
+    data = make_dataset(PAIRS, WORDS, PHONEMES, batch_size=4, shuffle=False,
                         bucket_boundaries=[4])
     # Keras' fit on a dataset of unknown length counts one optimizer iteration
     # more after the first epoch (it runs into the end of the data once), which
@@ -87,15 +93,12 @@ def test_fit_on_guided_batches_equals_keras_fit():
                       loss=MaskedSparseCategoricalCrossentropy())
         return model
 
-    def data():
-        return make_dataset(PAIRS, WORDS, PHONEMES, batch_size=4, shuffle=False,
-                            alignments=links)
-
-    assert isinstance(data().element_spec[0], dict)
+    data = make_dataset(PAIRS, WORDS, PHONEMES, batch_size=4, shuffle=False, alignments=links)
+    assert isinstance(data.element_spec[0], dict)
     reference = guided_model()
-    expected = reference.fit(data(), epochs=1, verbose=0).history["loss"]
+    expected = reference.fit(data, epochs=1, verbose=0).history["loss"]
     model = guided_model()
-    history = DistributedTrainer(model).fit(data(), epochs=1, verbose=0).history
+    history = DistributedTrainer(model).fit(data, epochs=1, verbose=0).history
     np.testing.assert_allclose(history["loss"], expected, rtol=1e-5)
     for a, b in zip(model.weights, reference.weights, strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
@@ -118,12 +121,13 @@ def test_errors_are_specific():
         DistributedTrainer(build_rnn_seq2seq(embedding_dim=4, units=8, source_tokenizer=WORDS,
                                              target_tokenizer=PHONEMES))
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    model = compiled_model()  # one model for the three errors: each is raised before a step
     with pytest.raises(ValueError, match="inside `with strategy.scope\\(\\):`"):
-        DistributedTrainer(compiled_model(), strategy)
+        DistributedTrainer(model, strategy)
     with pytest.raises(ValueError, match="infinite"):
-        DistributedTrainer(compiled_model()).fit(dataset().repeat(), epochs=1, verbose=0)
+        DistributedTrainer(model).fit(dataset().repeat(), epochs=1, verbose=0)
     with pytest.raises(TypeError, match="tf.data.Dataset of global batches"):
-        DistributedTrainer(compiled_model()).fit([1, 2, 3], epochs=1, verbose=0)
+        DistributedTrainer(model).fit([1, 2, 3], epochs=1, verbose=0)
     with pytest.raises(ValueError, match="must be a multiple of the number of replicas"):
         data = sharded_dataset_fn(PAIRS, WORDS, PHONEMES, global_batch_size=3)
         data(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
@@ -176,6 +180,6 @@ def test_resumes_at_initial_epoch_which_the_backup_checks(tmp_path):
     assert resumed.completed_epochs() == 4 and int(model.optimizer.iterations.numpy()) == 12
     assert model.fit(dataset(known_length=True), epochs=1, verbose=0).epoch == [0]
     with pytest.raises(ValueError, match="AtomicBackupAndRestore and initial_epoch="):
-        DistributedTrainer(compiled_model()).fit(
+        DistributedTrainer(model).fit(  # refused before any step: the trained model will do
             dataset(), epochs=1, verbose=0,
             callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "keras_backup"))])
