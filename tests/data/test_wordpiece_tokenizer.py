@@ -212,16 +212,26 @@ def test_detokenize_glues_pieces_and_follows_text_tokenizer_rules():
     assert words.decode_to_strings([[START_ID, 4, 5, END_ID, 4]]) == ["ab ##lös"]
 
 
-@pytest.mark.parametrize("text", [
+TYPOGRAPHIC_TEXTS = [
     "God said, “Let there be light!” And there was light.",
     "He said, ‘Listen to me.’ Then he left.",
     "«Vete», dijo él. ¿Qué haces? ¡Ven acá!",
     "Peter’s feet (all ten toes) were washed; “Why?” asked Peter.",
-])
-def test_detokenize_spaces_typographic_quotes_like_punctuation(text):
-    # A vocabulary learned on the text spells every word; the tokenizer splits
+]
+
+
+@pytest.fixture(scope="module")
+def typographic_tokenizer():
+    # One vocabulary learned on all four texts (learning one costs ~1.5 CPU-s):
+    # it spells every word of each, as one learned on that text alone did.
+    return WordPieceTextTokenizer.from_texts(TYPOGRAPHIC_TEXTS, max_tokens=400)
+
+
+@pytest.mark.parametrize("text", TYPOGRAPHIC_TEXTS)
+def test_detokenize_spaces_typographic_quotes_like_punctuation(text, typographic_tokenizer):
+    # A vocabulary learned on the texts spells every word; the tokenizer splits
     # off every mark, and detokenize must put the original spacing back.
-    tokenizer = WordPieceTextTokenizer.from_texts([text], max_tokens=400)
+    tokenizer = typographic_tokenizer
     assert "[UNK]" not in [piece.decode() for piece in tokenizer.tokenize(text).numpy()]
     assert tokenizer.decode_to_strings([tokenizer.encode(text).numpy().tolist()]) == [text]
 

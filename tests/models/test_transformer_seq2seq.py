@@ -18,6 +18,15 @@ def small_model(num_layers=2, **kwargs):
                                      dff=32, max_positions=16, **kwargs)
 
 
+@pytest.fixture(scope="module")
+def two_layer_model():
+    """`small_model(2)`, shared by the tests that only run it (no training, no
+    change to its weights): the very model each of them built before, as its
+    weights are drawn after the same seed the autouse fixture sets."""
+    keras.utils.set_random_seed(1234)
+    return small_model(2)
+
+
 def test_max_target_length_is_the_search_default_within_the_position_table():
     model = small_model(1, max_target_length=6)
     assert (model.max_positions, model.max_target_length) == (16, 6)
@@ -40,8 +49,8 @@ def test_cached_decoding_equals_teacher_forced_call(num_layers, norm_first):
     assert incremental.dtype == np.float32
 
 
-def test_state_contract_and_cache_writes_one_position():
-    model = small_model(2)
+def test_state_contract_and_cache_writes_one_position(two_layer_model):
+    model = two_layer_model
     state = model.encode(SOURCE)
     expected = {"source_mask", "attention_weights"} | {
         f"layer_{i}_{kind}_{part}" for i in range(2) for kind in ("self", "cross") for part in ("key", "value")
@@ -64,8 +73,8 @@ def test_state_contract_and_cache_writes_one_position():
     assert np.all(weights[1, 2:] == 0)
 
 
-def test_causality_future_tokens_change_no_earlier_logits():
-    model = small_model(2)
+def test_causality_future_tokens_change_no_earlier_logits(two_layer_model):
+    model = two_layer_model
     base = np.asarray(model([SOURCE, TARGET_IN]))
     changed_target = TARGET_IN.copy()
     changed_target[:, 3:] = [[7, 10], [4, 4], [9, 5]]
@@ -75,16 +84,16 @@ def test_causality_future_tokens_change_no_earlier_logits():
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_padding_invariance(norm_first):
-    model = small_model(2, norm_first=norm_first)
+def test_padding_invariance(norm_first, two_layer_model):
+    model = small_model(2, norm_first=True) if norm_first else two_layer_model
     base = seq2seq_checks.assert_padding_changes_nothing(model, atol=1e-5)
     # a row alone gives the logits it gets inside a padded batch
     alone = np.asarray(model([SOURCE[1:2, :2], TARGET_IN[1:2, :2]]))
     np.testing.assert_allclose(alone[0], base[1, :2], atol=1e-5)
 
 
-def test_cross_attention_weights():
-    model = small_model(2)
+def test_cross_attention_weights(two_layer_model):
+    model = two_layer_model
     weights = np.asarray(model.cross_attention_weights(SOURCE, TARGET_IN))
     assert weights.shape == (3, 4, 5, 6)  # (batch, heads, target_length, source_length)
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
@@ -121,17 +130,6 @@ def test_share_embeddings_and_tie_output_serialize(tmp_path):
     np.testing.assert_allclose(np.asarray(tied.output_projection(x)), expected, atol=1e-5)
 
 
-def test_logits_carry_no_keras_mask():
-    # A mask on y_pred would make Keras re-weight the (already masked) loss.
-    model = small_model(1, dropout=0.0)
-    logits = model([SOURCE, TARGET_IN])
-    assert getattr(logits, "_keras_mask", None) is None
-    loss = MaskedSparseCategoricalCrossentropy()
-    model.compile(optimizer="adam", loss=loss)
-    evaluated = model.evaluate([SOURCE, TARGET_IN], TARGET_OUT, verbose=0)
-    np.testing.assert_allclose(evaluated, float(loss(TARGET_OUT, logits)), rtol=1e-5)
-
-
 def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match=r"d_model must be divisible by num_heads.*d_model=30, num_heads=4"):
         build_transformer_seq2seq(12, 11, d_model=30, num_heads=4)
@@ -162,8 +160,8 @@ def test_source_longer_than_max_positions_is_rejected():
         model.generate(SOURCE, max_length=17)
 
 
-def test_xla_greedy_decoding_matches_eager_graph():
-    model = small_model(2)
+def test_xla_greedy_decoding_matches_eager_graph(two_layer_model):
+    model = two_layer_model
     ids, scores, lengths = model.generate(SOURCE, method="greedy", max_length=8)
     xla_ids, xla_scores, xla_lengths = model.generate(SOURCE, method="greedy", max_length=8,
                                                       jit_compile=True)
@@ -222,23 +220,33 @@ def test_translate_errors_and_coverage_penalty(trained_g2p):
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])
-def test_fit_on_padded_batches_with_and_without_xla(jit_compile):
+def test_logits_carry_no_keras_mask_and_fit_on_padded_batches_with_and_without_xla(jit_compile):
+    # (test_logits_carry_no_keras_mask, merged here: the same model and evaluate)
+    # A mask on y_pred would make Keras re-weight the (already masked) loss.
     model = small_model(1, dropout=0.0)
-    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=MaskedSparseCategoricalCrossentropy(),
-                  jit_compile=jit_compile)
+    logits = model([SOURCE, TARGET_IN])
+    assert getattr(logits, "_keras_mask", None) is None
+    loss = MaskedSparseCategoricalCrossentropy()
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=loss, jit_compile=jit_compile)
     before = model.evaluate([SOURCE, TARGET_IN], TARGET_OUT, verbose=0)
+    np.testing.assert_allclose(before, float(loss(TARGET_OUT, logits)), rtol=1e-5)
     history = model.fit([SOURCE, TARGET_IN], TARGET_OUT, epochs=2, batch_size=3, verbose=0)
     # learning rate 0: the training-mode loss is the inference loss
     np.testing.assert_allclose(history.history["loss"], [before, before], rtol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def seed_two_model():
+    keras.utils.set_random_seed(2)
+    return small_model()
+
+
 @pytest.mark.parametrize("penalties", [{}, {"length_penalty": 0.6, "coverage_penalty": 0.3}])
-def test_beam_search_with_shared_cross_caches_equals_tiled(penalties):
+def test_beam_search_with_shared_cross_caches_equals_tiled(penalties, seed_two_model):
     """The cross-attention caches stay untiled in beam search: same hypotheses and scores."""
     from kerasseq.decoding import beam_search
 
-    keras.utils.set_random_seed(2)
-    model = small_model()
+    model = seed_two_model  # built once for both cases
     assert model.shared_state_keys == ("layer_0_cross_key", "layer_0_cross_value",
                                        "layer_1_cross_key", "layer_1_cross_value")
     outputs = {}
