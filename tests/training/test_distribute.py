@@ -33,10 +33,6 @@ import tensorflow as tf
 
 # Full float32 as in tests/conftest.py: on a GPU the one-device step runs there.
 tf.config.experimental.enable_tensor_float_32_execution(False)
-# No Grappler graph rewrites: they only speed graphs up, at a cost of about a
-# third of this script's CPU time (tiny graphs, each traced once), and both
-# sides of every comparison run without them.
-tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
