@@ -251,18 +251,11 @@ class Seq2SeqModel(keras.Model):
     def _build_training_state(self, batch):
         """Create the optimizer's, loss's and metrics' variables before a training step is traced.
 
-        `batch`: one batch `(x, y)` or `(x, y, sample_weight)`, or its
-        `tf.TensorSpec`s (a dataset's `element_spec`): only shapes and dtypes
-        are read. `fit` and `DistributedTrainer.fit` call it. Keras'
-        TensorFlow trainer, without a distribution strategy, leaves these
-        variables to the first trace of the training step, and a
-        `tf.function` whose first trace created variables is traced again:
-        the whole step, gradients and optimizer update included, twice (half
-        of a small model's first-epoch CPU time). Keras builds them first
-        itself under a strategy and on its other backends, with
-        `Trainer._symbolic_build`; this calls that private hook (its canary:
-        tests/models/test_training_state.py). A batch it cannot describe (not
-        arrays or specs, guided-alignment inputs) is left to Keras.
+        `batch`: one batch `(x, y[, sample_weight])` or its specs (only shapes
+        and dtypes are read). Without it Keras' TensorFlow trainer creates them
+        in the step's first trace and `tf.function` traces the step twice; it
+        calls Keras' private `_symbolic_build` (docs/design.md, "The private
+        Keras hooks"). A batch it cannot describe is left to Keras.
         """
         if getattr(self, "optimizer", None) is None:  # not compiled: fit says so
             return
