@@ -93,6 +93,24 @@ def trained_model(trained_dir):
     return keras.models.load_model(os.path.join(trained_dir, "model.keras"))
 
 
+@pytest.fixture(scope="module")
+def beam2_export(trained_dir, tmp_path_factory):
+    """`kerasseq export --beam 2` of the trained run (no alignments)."""
+    export_dir = str(tmp_path_factory.mktemp("cli_export") / "export")
+    result = kerasseq("export", trained_dir, export_dir, "--beam", "2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return export_dir
+
+
+@pytest.fixture(scope="module")
+def direct_alignments(trained_dir):
+    """`kerasseq translate --beam 2 --alignments --alignment-head mean` of the trained run."""
+    result = kerasseq("translate", trained_dir, *WORDS, "--beam", "2", "--alignments",
+                      "--alignment-head", "mean")
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
 def test_train_writes_model_history_and_summary(trained_dir):
     assert os.path.exists(os.path.join(trained_dir, "model.keras"))
     with open(os.path.join(trained_dir, "summary.json")) as handle:
@@ -125,14 +143,13 @@ def test_translate_arguments_and_stdin(trained_dir, trained_model):
 
 
 def test_export_then_translate_equals_translate_with_the_same_beam(trained_dir, trained_model,
-                                                                   tmp_path):
-    export_dir = str(tmp_path / "export")
-    export, direct, direct_nbest = kerasseq_all(
-        ("export", trained_dir, export_dir, "--beam", "2"),
+                                                                   beam2_export):
+    export_dir = beam2_export
+    direct, direct_nbest = kerasseq_all(
         ("translate", trained_dir, *WORDS, "--beam", "2"),
         ("translate", trained_dir, *WORDS, "--beam", "2", "--nbest", "2"),
     )
-    for result in (export, direct, direct_nbest):
+    for result in (direct, direct_nbest):
         assert result.returncode == 0, result.stderr[-2000:]
     served, served_nbest = kerasseq_all(("translate", export_dir, *WORDS),
                                         ("translate", export_dir, *WORDS, "--nbest", "2"))
@@ -487,10 +504,8 @@ def test_defaults_live_in_the_parser():
     assert "getattr(args" not in source
 
 
-def test_translate_alignments(trained_dir, trained_model):
-    result = kerasseq("translate", trained_dir, *WORDS, "--beam", "2", "--alignments",
-                      "--alignment-head", "mean")
-    assert result.returncode == 0, result.stderr[-2000:]
+def test_translate_alignments(trained_dir, trained_model, direct_alignments):
+    result = direct_alignments
     translations, links = trained_model.translate(WORDS, num_beams=2, return_alignments=True)
     expected = [f"{word}\t{text}\t" + " ".join(f"{i}-{j}" for i, j in row)
                 for word, text, row in zip(WORDS, translations, links, strict=True)]
@@ -504,7 +519,8 @@ def test_translate_alignments(trained_dir, trained_model):
         bad.stderr
 
 
-def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_model, tmp_path):
+def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_model, tmp_path,
+                                                         beam2_export, direct_alignments):
     """`kerasseq export --alignments`: the door the Python export had and the CLI lacked."""
     import tensorflow as tf
 
@@ -526,15 +542,12 @@ def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_mo
         "translation", "score", "alignment"]
     assert (metadata["alignment_layer"], metadata["alignment_head"]) == ("mean", "mean")
     # kerasseq translate reads the links from the export's signature
-    served_cli, plain_export = kerasseq_all(
+    served_cli, missing = kerasseq_all(
         ("translate", export_dir, *WORDS, "--alignments"),
-        ("export", trained_dir, str(tmp_path / "plain"), "--beam", "2"))
+        # an export without the signature (the plain --beam 2 export)
+        ("translate", beam2_export, "cat", "--alignments"))
     assert served_cli.returncode == 0, served_cli.stderr[-2000:]
-    direct = kerasseq("translate", trained_dir, *WORDS, "--beam", "2", "--alignments",
-                      "--alignment-head", "mean")
-    assert served_cli.stdout == direct.stdout
-    assert plain_export.returncode == 0, plain_export.stderr[-2000:]
-    missing = kerasseq("translate", str(tmp_path / "plain"), "cat", "--alignments")
+    assert served_cli.stdout == direct_alignments.stdout
     assert missing.returncode == 2 and "re-export with" in missing.stderr
     assert "--alignments" in missing.stderr
     lone = kerasseq("export", trained_dir, str(tmp_path / "other"), "--alignment-head", "0")

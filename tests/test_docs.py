@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import processes
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SKIP_MARKER = "<!-- docs-test: skip -->"
@@ -167,6 +169,7 @@ def run_page(page, tmp_path, monkeypatch):
     if not blocks:
         pytest.skip(f"{page.relative_to(ROOT)} has no python block")
     monkeypatch.chdir(tmp_path)  # files a page writes land in a temporary directory
+    monkeypatch.setattr(subprocess, "Popen", _page_popen)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     namespace = {"__name__": "__docs__"}
     # Every page starts from NumPy's default print options, as a reader's
@@ -182,6 +185,23 @@ def run_page(page, tmp_path, monkeypatch):
                 _run_script(source, namespace, name, page, line, expected)
     finally:
         np.set_printoptions(**print_options)
+
+
+_REAL_POPEN = subprocess.Popen
+
+
+def _page_popen(args, *more, **kwargs):
+    """`subprocess.Popen` for a page's code: `python -m kerasseq_cli ...` (the
+    workers of distributed.md) is forked from the zygote, as in the CLI tests
+    (tests/processes.py: the same command without a TensorFlow import of its
+    own); anything else, and the zygote itself, is a real process."""
+    if more or getattr(_page_popen, "inside", False):
+        return _REAL_POPEN(args, *more, **kwargs)
+    _page_popen.inside = True
+    try:
+        return processes.popen(args, **kwargs)
+    finally:
+        _page_popen.inside = False
 
 
 def test_output_comparison_rules():

@@ -79,8 +79,9 @@ def _data(kind):
     return (dataset.shuffle(16, seed=3).batch(8),), {}
 
 
-@pytest.mark.parametrize("kind,data", [("rnn", "dataset"), ("transformer", "numpy")])
-def test_fit_traces_the_step_once_and_trains_as_before(kind, data, monkeypatch):
+@pytest.mark.parametrize("kind,data,compare", [("rnn", "dataset", True),
+                                               ("transformer", "numpy", False)])
+def test_fit_traces_the_step_once_and_trains_as_before(kind, data, compare, monkeypatch):
     traces = []
     train_step = Seq2SeqModel.train_step
 
@@ -93,6 +94,8 @@ def test_fit_traces_the_step_once_and_trains_as_before(kind, data, monkeypatch):
     args, kwargs = _data(data)
     history = model.fit(*args, epochs=2, verbose=0, **kwargs).history
     assert len(traces) == 1
+    if not compare:  # (one comparison is enough: the same Keras step, traced once or twice)
+        return
     # Without the early build (Keras' own path: two traces) the same weights
     # and history: the second trace changed the CPU time, not the training.
     reference = _model(kind)
