@@ -266,8 +266,11 @@ class Seq2SeqModel(keras.Model):
 
         if distribute.carries_links(batch):
             return
-        with self.distribute_strategy.scope():
-            self._symbolic_build(data_batch=batch)
+        try:
+            with self.distribute_strategy.scope():
+                self._symbolic_build(data_batch=batch)
+        except (RuntimeError, ValueError, TypeError):
+            return  # a bad batch: `fit` itself raises Keras' own error for it
 
     def train_step(self, data):
         """Keras' training step; with several replicas, the exact distributed step.

@@ -121,3 +121,16 @@ def test_distributed_trainer_traces_the_step_once(monkeypatch):
     history = DistributedTrainer(model).fit(dataset, epochs=2, verbose=0).history
     assert len(traces) == 1 and len(history["loss"]) == 2
     assert model.optimizer.built
+
+
+def test_a_bad_batch_gets_the_error_keras_gives(monkeypatch):
+    """Targets one token short: the error is Keras' own, as without the early build."""
+    errors = []
+    for early in (True, False):
+        model = _model("rnn")
+        if not early:
+            monkeypatch.setattr(model, "_build_training_state", lambda batch: None)
+        with pytest.raises(Exception) as caught:  # noqa: PT011  (compared below)
+            model.fit((SOURCE, TARGET_IN), TARGET_OUT[:, :3], batch_size=8, verbose=0)
+        errors.append((type(caught.value), str(caught.value).split("\n")[0]))
+    assert errors[0] == errors[1], errors
