@@ -79,17 +79,24 @@ def _data(kind):
     return (dataset.shuffle(16, seed=3).batch(8),), {}
 
 
-@pytest.mark.parametrize("kind,data,compare", [("rnn", "dataset", True),
-                                               ("transformer", "numpy", False)])
-def test_fit_traces_the_step_once_and_trains_as_before(kind, data, compare, monkeypatch):
-    traces = []
+@pytest.fixture
+def traces(monkeypatch):
+    """A list that grows by one each time `Seq2SeqModel.train_step` is traced."""
+    calls = []
     train_step = Seq2SeqModel.train_step
 
     def counted(self, batch):
-        traces.append(1)
+        calls.append(1)
         return train_step(self, batch)
 
     monkeypatch.setattr(Seq2SeqModel, "train_step", counted)
+    return calls
+
+
+@pytest.mark.parametrize("kind,data,compare", [("rnn", "dataset", True),
+                                               ("transformer", "numpy", False)])
+def test_fit_traces_the_step_once_and_trains_as_before(kind, data, compare, traces,
+                                                        monkeypatch):
     model = _model(kind)
     args, kwargs = _data(data)
     history = model.fit(*args, epochs=2, verbose=0, **kwargs).history
@@ -107,15 +114,7 @@ def test_fit_traces_the_step_once_and_trains_as_before(kind, data, compare, monk
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs), err_msg=ours.path)
 
 
-def test_distributed_trainer_traces_the_step_once(monkeypatch):
-    traces = []
-    train_step = Seq2SeqModel.train_step
-
-    def counted(self, batch):
-        traces.append(1)
-        return train_step(self, batch)
-
-    monkeypatch.setattr(Seq2SeqModel, "train_step", counted)
+def test_distributed_trainer_traces_the_step_once(traces):
     model = _model("rnn")
     dataset = tf.data.Dataset.from_tensor_slices(((SOURCE, TARGET_IN), TARGET_OUT)).batch(8)
     history = DistributedTrainer(model).fit(dataset, epochs=2, verbose=0).history
