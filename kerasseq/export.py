@@ -196,15 +196,16 @@ class ServingModule(tf.Module):
         self.model_variables = list(translator.model.variables)
         self.lookup_tables = (_lookup_tables(translator.source_tokenizer)
                               + _lookup_tables(translator.target_tokenizer))
-        self.translate = tf.function(self._serve_best, input_signature=[TEXT_SPEC])
-        self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC])
+        self.translate = tf.function(self._serve_best, input_signature=[TEXT_SPEC], autograph=False)
+        self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC],
+                                           autograph=False)
         self.translate_alignments = None
 
     def add_alignments(self, layer=None, head=None):
         """Add `translate_alignments` (text → translation, score, alignment)."""
         self._python.alignment = (layer, head)
         self.translate_alignments = tf.function(self._serve_alignments,
-                                                input_signature=[TEXT_SPEC])
+                                                input_signature=[TEXT_SPEC], autograph=False)
         return self.translate_alignments
 
     def _serve_alignments(self, text):

@@ -88,7 +88,7 @@ def tflite_module(model, batch_size, source_length, max_length):
 
     class Module(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec((batch_size, source_length), tf.int32,
-                                                    name="source_ids")])
+                                                    name="source_ids")], autograph=False)
         def encode(self, source_ids):
             state = dict(frozen(model.encode, source_ids, max_length))
             # The file's limits, for the app (and TFLiteGreedyDecoder) to check.
@@ -99,7 +99,7 @@ def tflite_module(model, batch_size, source_length, max_length):
             tf.TensorSpec((batch_size,), tf.int32, name="token_ids"),
             tf.TensorSpec((), tf.int32, name="step"),
             *[state_specs[key] for key in keys],
-        ])
+        ], autograph=False)
         def decode_step(self, token_ids, step, *state_values):
             state = dict(zip(keys, state_values, strict=True))
             logits, state = frozen(model.decode_step, token_ids, state, step)

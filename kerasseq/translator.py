@@ -327,7 +327,7 @@ class Translator:
                                             search_ids.__globals__, name,
                                             search_ids.__defaults__, search_ids.__closure__)
             function = tf.function(search_ids, jit_compile=self._jit_compile,
-                                   input_signature=signature)
+                                   input_signature=signature, autograph=False)
             self._functions[shape] = function
         return function
 

@@ -39,7 +39,7 @@ def run_loop(loop, state, batch_size, start_id, jit_compile, *args):
         batch_size = num_rows(next(iter(state.values())))
     start_tokens = tf.fill([batch_size], tf.constant(start_id, tf.int32))  # (batch_size,)
     if tf.executing_eagerly() or jit_compile:
-        loop = tf.function(loop, jit_compile=bool(jit_compile))
+        loop = tf.function(loop, jit_compile=bool(jit_compile), autograph=False)
     return tuple(loop(start_tokens, state, *args))
 
 

@@ -139,7 +139,8 @@ def pad_batches_to_multiple(dataset, multiple):
         return join_inputs(neutral_rows(source_ids, count, END_ID),  # (batch_size + count, ...)
                            neutral_rows(target_in, count, START_ID), links), padded_out
 
-    return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.map(tf.autograph.experimental.do_not_convert(pad),
+                       num_parallel_calls=tf.data.AUTOTUNE)
 
 
 # ------------------------------------------------------------ the exact step

@@ -206,7 +206,8 @@ class DistributedTrainer:
     # ------------------------------------------------------------ functions
     def _make_function(self, step):
         model, strategy = self.model, self.strategy
-        replica_step = tf.function(step, jit_compile=self._jit_compile, reduce_retracing=True)
+        replica_step = tf.function(step, jit_compile=self._jit_compile, reduce_retracing=True,
+                                   autograph=False)
         def distributed_step(batch):
             strategy.run(replica_step, args=(batch,))
             # (after the step: compiled metrics create their variables on first use)
@@ -233,7 +234,8 @@ class DistributedTrainer:
         if cached is None or cached[0] != element_spec:
             step = self.model.train_step if kind == "train" else self.model.test_step
             # One trace with unknown shapes: every worker builds the same collectives.
-            function = tf.function(self._make_function(step), input_signature=[element_spec])
+            function = tf.function(self._make_function(step), input_signature=[element_spec],
+                                   autograph=False)
             cached = (element_spec, function)
             setattr(self, name, cached)
         return cached[1]
@@ -397,7 +399,7 @@ def max_over_workers(strategy, value):
                                dtype=tf.int64)
             return context.all_reduce(tf.distribute.ReduceOp.SUM, slots * local)
 
-        @tf.function(input_signature=[tf.TensorSpec([], tf.int64)])
+        @tf.function(input_signature=[tf.TensorSpec([], tf.int64)], autograph=False)
         def function(local):
             gathered = strategy.run(replica_fn, args=(local,))
             return strategy.experimental_local_results(gathered)[0]

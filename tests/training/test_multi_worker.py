@@ -158,6 +158,8 @@ def reference_step(model, clip):
 
 report = {}
 for name in OPTIMIZERS:
+    if mode == "workers" and name == "none":
+        continue  # the unclipped step on workers: "smoothing" (its loss is the only change)
     model = build(name)
     if mode == "single" and name in ("global_clipnorm", "transformer"):
         loss = reference_step(model, "global" if name == "global_clipnorm" else "each")
@@ -242,8 +244,7 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     # "mixed": mixed_float16 with clipping (float16 activations: looser
     # tolerances, still far below the naive per-replica clipping error);
     # "smoothing": label smoothing 0.1.
-    for name in ("clipnorm", "global_clipnorm", "none", "transformer", "uneven", "mixed",
-                 "smoothing"):
+    for name in ("clipnorm", "global_clipnorm", "transformer", "uneven", "mixed", "smoothing"):
         weights, loss = (2e-4, 2e-3) if name == "mixed" else (1e-6, 1e-5)
         # Both workers hold the same weights, equal to the one-process step.
         assert max_difference(chief[name]["weights"], other[name]["weights"]) == 0.0
@@ -258,7 +259,7 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     # plain loss (at near-uniform predictions the two losses are almost equal,
     # their gradients are not).
     assert max_difference(one["smoothing"]["weights"], one["none"]["weights"]) > 1e-3
-    assert max_difference(chief["smoothing"]["weights"], chief["none"]["weights"]) > 1e-3
+    assert max_difference(chief["smoothing"]["weights"], one["none"]["weights"]) > 1e-3
 
 
 def _wait_for_batch(process, text, seconds=180):
