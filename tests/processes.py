@@ -42,6 +42,7 @@ _LOCK = threading.Lock()
 # CPU seconds (user + sys) of the forked commands that have ended, for the
 # per-test CPU log of tests/conftest.py (they are the zygote's grandchildren).
 FORKED_CPU_SECONDS = [0.0]
+STOP_TIMEOUT = 60  # seconds `stop_zygotes` waits for commands still running
 
 
 def _enabled():
@@ -58,9 +59,11 @@ class _Zygote:
         self.directory = tempfile.mkdtemp(prefix="kerasseq-zygote-",
                                           dir="/tmp" if os.path.isdir("/tmp") else None)
         self.path = os.path.join(self.directory, "socket")
+        # A process group of its own: the zygote, its monitors and the
+        # commands they fork, which `stop` can end together.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.zygote", self.path], cwd=ROOT, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, process_group=0)
         line = self.process.stdout.readline()
         if line.strip() != "ready":
             self.process.kill()
@@ -74,10 +77,18 @@ class _Zygote:
         return connection
 
     def stop(self):
+        """Ask the zygote to end; it waits for the commands still running. One
+        that outlives `STOP_TIMEOUT` seconds (left by a test that timed out: a
+        worker stuck in an all-reduce) is killed with the zygote's group, so
+        the session ends instead of hanging."""
         try:
             self.request({"stop": True}, []).close()
         except OSError:
             self.process.kill()
+        try:
+            self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()  # its CPU time is counted with the pytest process's children
         self.process.stdout.close()
         for name in os.listdir(self.directory):
