@@ -227,8 +227,10 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     # of their time waiting on each other's all-reduce).
     single = popen([sys.executable, "-c", STEP_SCRIPT, "single"], env=ENV, forked=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    workers = finish(start_workers([sys.executable, "-c", STEP_SCRIPT, "workers"]))
-    single_code, single_out, single_err = finish([single])[0]
+    # About 130-170 s on two busy cores (pytest-xdist's other worker beside
+    # them): the timeout leaves room for a slower machine.
+    workers = finish(start_workers([sys.executable, "-c", STEP_SCRIPT, "workers"]), timeout=480)
+    single_code, single_out, single_err = finish([single], timeout=480)[0]
     for code, _, err in workers:
         assert code == 0, err[-3000:]
     assert single_code == 0, single_err[-3000:]
