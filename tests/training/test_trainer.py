@@ -171,15 +171,16 @@ def test_resumes_at_initial_epoch_which_the_backup_checks(tmp_path):
     assert history.epoch == [0, 1] and first.restored_epoch is None
     resumed = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
     model = compiled_model()
+    trainer = DistributedTrainer(model)  # one trainer, its step traced once for both calls
     with pytest.raises(ValueError, match="fit started at epoch 0.* pass initial_epoch=2"):
-        DistributedTrainer(model).fit(dataset(), epochs=4, verbose=0, callbacks=[resumed])
+        trainer.fit(dataset(), epochs=4, verbose=0, callbacks=[resumed])
     assert int(model.optimizer.iterations.numpy()) == 6  # restored; no step ran
-    history = DistributedTrainer(model).fit(dataset(), epochs=4, verbose=0, callbacks=[resumed],
-                                            initial_epoch=resumed.completed_epochs())
+    history = trainer.fit(dataset(), epochs=4, verbose=0, callbacks=[resumed],
+                          initial_epoch=resumed.completed_epochs())
     assert resumed.restored_epoch == 2 and history.epoch == [2, 3]
     assert resumed.completed_epochs() == 4 and int(model.optimizer.iterations.numpy()) == 12
     assert model.fit(dataset(known_length=True), epochs=1, verbose=0).epoch == [0]
     with pytest.raises(ValueError, match="AtomicBackupAndRestore and initial_epoch="):
-        DistributedTrainer(model).fit(  # refused before any step: the trained model will do
+        trainer.fit(  # refused before any step: the trained model will do
             dataset(), epochs=1, verbose=0,
             callbacks=[keras.callbacks.BackupAndRestore(str(tmp_path / "keras_backup"))])
