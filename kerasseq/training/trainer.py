@@ -159,12 +159,13 @@ class DistributedTrainer:
                 "model inside `with strategy.scope():`")
         self._train_function = None
         self._test_function = None
-        self._batch_spec = None  # of the last dataset distributed
         self._jit_compile = bool(getattr(model, "jit_compile", False)) and tf.config.list_physical_devices("GPU") != []
 
     # ----------------------------------------------------------------- data
     def _distribute(self, data):
-        """`(distributed_dataset, local_steps)` for a Dataset or a dataset function."""
+        """`(distributed_dataset, local_steps, batch_spec)` for a Dataset or a dataset
+        function; `batch_spec` is the `element_spec` of one global (Dataset) or
+        per-worker (function) batch, before the neutral filler."""
         from kerasseq.training.distribute import pad_batches_to_multiple
 
         strategy = self.strategy
@@ -174,16 +175,15 @@ class DistributedTrainer:
             options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
             data = data.with_options(options)
             local_batches = _count_batches(data)  # global batches: the same on every worker
-            self._batch_spec = data.element_spec
             # One neutral row per replica (a pair or a guided dict, as the batches).
             neutral = _neutral_batch(data.element_spec, strategy.num_replicas_in_sync)
             filler = tf.data.Dataset.from_tensors(neutral).repeat()
             endless = data.concatenate(filler).with_options(options)
-            return strategy.experimental_distribute_dataset(endless), local_batches
+            return strategy.experimental_distribute_dataset(endless), local_batches, data.element_spec
         if not callable(data):
             raise TypeError("x / validation_data must be a tf.data.Dataset of global batches or a "
                             f"function input_context -> Dataset. Received: {type(data).__name__}")
-        counts = {}
+        counts, specs = {}, []
 
         def endless_fn(input_context):
             dataset = data(input_context)
@@ -191,7 +191,7 @@ class DistributedTrainer:
                 raise TypeError(f"the dataset function returned {type(dataset).__name__}, "
                                 "not a tf.data.Dataset")
             counts[input_context.input_pipeline_id] = _count_batches(dataset)
-            self._batch_spec = dataset.element_spec
+            specs.append(dataset.element_spec)
             filler = tf.data.Dataset.from_tensors(_neutral_batch(dataset.element_spec)).repeat()
             return dataset.concatenate(filler)
 
@@ -201,7 +201,7 @@ class DistributedTrainer:
         except RuntimeError:  # the default strategy: one device
             local_replicas = 1
         local_batches = sum(counts.values())
-        return distributed, math.ceil(local_batches / local_replicas)
+        return distributed, math.ceil(local_batches / local_replicas), specs[0] if specs else None
 
     # ------------------------------------------------------------ functions
     def _make_function(self, step):
@@ -269,7 +269,7 @@ class DistributedTrainer:
              validation_freq):
         model = self.model
         verbose = 1 if verbose == "auto" else verbose
-        train_data, local_steps = self._distribute(x)
+        train_data, local_steps, batch_spec = self._distribute(x)
         steps = int(max_over_workers(self.strategy, local_steps))  # the most any worker has (a collective)
         if steps == 0:
             raise ValueError("the training data has no batch on any worker")
@@ -286,7 +286,7 @@ class DistributedTrainer:
         train_function = self._function("train", train_data.element_spec)
         build = getattr(model, "_build_training_state", None)  # (a kerasseq model)
         if build is not None:  # one trace of the step (see Seq2SeqModel._build_training_state)
-            build(self._batch_spec)
+            build(batch_spec)
         if not model.optimizer.built:  # mirrored optimizer state (before a backup restores it)
             with self.strategy.scope():
                 model.optimizer.build(model.trainable_variables)
@@ -323,7 +323,7 @@ class DistributedTrainer:
             A dict `{metric name: float}` (`return_dict=False`: a list, loss first).
         """
         model = self.model
-        data, local_steps = self._distribute(x)
+        data, local_steps, _ = self._distribute(x)
         steps = int(max_over_workers(self.strategy, local_steps))  # the most any worker has (a collective)
         verbose = 1 if verbose == "auto" else verbose
         if _callbacks is None:
