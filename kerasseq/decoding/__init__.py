@@ -13,7 +13,9 @@ Common arguments. Every decoder takes these (each says what it adds):
   contract (a model's `decode_step`): `token_ids` int32 `(batch_size,)`,
   `step` an int32 scalar tensor (0 when the start token is fed), `logits`
   `(batch_size, vocab_size)` unnormalised, `new_state` with the keys, shapes
-  and dtypes of `state`.
+  and dtypes of `state`. It is traced without AutoGraph (as Keras' `fit`
+  traces a model's `call`): control flow on tensors is written with
+  `tf.cond` / `tf.where` / `keras.ops`, never a Python `if` on a tensor.
 - `state`: flat dict `{str: tensor}`, every tensor with `batch_size` rows,
   typically the output of the model's `encode`.
 - `batch_size`: Python int, rows in `state`, or `None` to read the number

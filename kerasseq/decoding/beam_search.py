@@ -51,6 +51,7 @@ class BeamState(collections.namedtuple("BeamState", [
     """
 
 
+@tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def beam_search(
     step_fn,
     state,

@@ -6,6 +6,7 @@ from kerasseq.decoding import _common
 from kerasseq.decoding.config import SearchConfig
 
 
+@tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=0, *,
            jit_compile=False):
     """Decode by choosing the arg-max token at every step.

@@ -6,6 +6,7 @@ from kerasseq.decoding import _common
 from kerasseq.decoding.config import SearchConfig
 
 
+@tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature=1.0, top_k=0,
            top_p=1.0, seed=None, min_length=0, *, jit_compile=False):
     """Decode by drawing every token from the (filtered) model distribution.
