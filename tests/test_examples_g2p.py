@@ -35,7 +35,6 @@ def test_g2p_cmudict_smoke_averages_the_last_checkpoints(tmp_path):
     results = load_example("g2p_cmudict").main(["--smoke", "--average-last", "2",
                                                 "--output-dir", str(tmp_path)])
     assert results["train_pairs"] == 512
-    assert set(results["dev"]) == {"greedy", "beam2"}
     for scores in [*results["dev"].values(), *results["dev_before_averaging"].values()]:
         assert scores["words"] == 32
         assert 0.0 <= scores["wer"] <= 1.0 and scores["per"] >= 0.0

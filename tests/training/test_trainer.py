@@ -171,7 +171,7 @@ def test_resumes_at_initial_epoch_which_the_backup_checks(tmp_path):
     assert history.epoch == [0, 1] and first.restored_epoch is None
     resumed = AtomicBackupAndRestore(backup_dir, delete_checkpoint=False)
     model = compiled_model()
-    trainer = DistributedTrainer(model)  # one trainer, its step traced once for both calls
+    trainer = DistributedTrainer(model)  # the refused fits and the resumed one: one trainer
     with pytest.raises(ValueError, match="fit started at epoch 0.* pass initial_epoch=2"):
         trainer.fit(dataset(), epochs=4, verbose=0, callbacks=[resumed])
     assert int(model.optimizer.iterations.numpy()) == 6  # restored; no step ran
