@@ -16,6 +16,11 @@ SWORD Bibles, `make examples-data`) says so with
 `<!-- docs-test: needs-command PROGRAM -->`: without it the page is skipped
 with the reason.
 
+With `KERASSEQ_DOCS_UPDATE=1` in the environment, an Output block that does
+not match is rewritten with what the code printed (the page is saved when all
+its blocks ran) instead of failing: after a change of a page's code or data,
+run its test once that way and read the diff.
+
 The second test builds the site with `mkdocs build --strict`.
 """
 
@@ -125,7 +130,7 @@ def _run_doctest(source, namespace, name, page, line):
         pytest.fail(f"{name} (doctest) failed:\n{report.getvalue()}", pytrace=False)
 
 
-def _run_script(source, namespace, name, page, line, expected):
+def _run_script(source, namespace, name, page, line, expected, updates=None):
     code = compile("\n" * (line - 1) + source, str(page), "exec")
     printed = io.StringIO()
     try:
@@ -134,6 +139,9 @@ def _run_script(source, namespace, name, page, line, expected):
     except Exception:
         pytest.fail(f"{name} raised:\n{traceback.format_exc()}", pytrace=False)
     if expected is not None and not outputs_match(printed.getvalue(), expected):
+        if updates is not None:
+            updates[line] = printed.getvalue()
+            return
         pytest.fail(
             f"{name} printed something else than the page shows.\n"
             f"--- page ---\n{expected}--- actual ---\n{printed.getvalue()}",
@@ -176,15 +184,35 @@ def run_page(page, tmp_path, monkeypatch):
     # fresh Python does, whatever an earlier page in this process set.
     print_options = np.get_printoptions()
     np.set_printoptions(**DEFAULT_PRINT_OPTIONS)
+    updates = {} if os.environ.get("KERASSEQ_DOCS_UPDATE") else None
     try:
         for number, (source, line, expected) in enumerate(blocks, start=1):
             name = f"{page.relative_to(ROOT)}, python block {number} (line {line})"
             if _is_doctest(source):
                 _run_doctest(source, namespace, name, page, line)
             else:
-                _run_script(source, namespace, name, page, line, expected)
+                _run_script(source, namespace, name, page, line, expected, updates)
     finally:
         np.set_printoptions(**print_options)
+    if updates:
+        page.write_text(_updated_outputs(text, updates), encoding="utf-8")
+        pytest.fail(f"{page.relative_to(ROOT)}: {len(updates)} Output block(s) rewritten "
+                    "(KERASSEQ_DOCS_UPDATE); read the diff", pytrace=False)
+
+
+def _updated_outputs(text, updates):
+    """`text` with the Output block after the python block starting on line
+    `line` replaced by `updates[line]`, for every `line` of `updates`."""
+    lines = text.splitlines(keepends=True)
+    blocks = fenced_blocks(text)
+    for position in reversed(range(len(blocks) - 1)):
+        _, _, line = blocks[position]
+        info, body, start = blocks[position + 1]
+        if line in updates and 'title="Output"' in info:
+            new = updates[line] if updates[line].endswith("\n") else updates[line] + "\n"
+            body_lines = len(body.splitlines())
+            lines[start - 1:start - 1 + body_lines] = [new]
+    return "".join(lines)
 
 
 _REAL_POPEN = subprocess.Popen
@@ -219,6 +247,16 @@ def test_output_comparison_rules():
     assert outputs_match("(4, 1, 6)", "(4, 1, 6)") and not outputs_match("(4, 1, 6)", "(4, 1, 9)")
     blocks = python_blocks('```python\nprint(1)\n```\n\n```text title="Output"\n1\n```\n')
     assert blocks == [("print(1)\n", 2, "1\n")]
+
+
+def test_update_mode_rewrites_only_the_output_blocks_that_differ():
+    page = ('```python\nprint(1)\n```\n\ntext\n\n```text title="Output"\n1\n2\n```\n'
+            '```python\nprint(3)\n```\n```text title="Output"\n3\n```\n')
+    second = python_blocks(page)[1][1]
+    updated = _updated_outputs(page, {2: "7\n", second: "8"})
+    assert updated == page.replace("Output\"\n1\n2\n", "Output\"\n7\n").replace(
+        "Output\"\n3\n", "Output\"\n8\n")
+    assert _updated_outputs(page, {}) == page
 
 
 def test_mkdocs_build_strict(tmp_path):
