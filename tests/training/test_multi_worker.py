@@ -161,20 +161,24 @@ for name in OPTIMIZERS:
     if mode == "workers" and name == "none":
         continue  # the unclipped step on workers: "smoothing" (its loss is the only change)
     model = build(name)
+    # "global_clipnorm" differs from "clipnorm" in the optimizer only, which
+    # evaluation never reads: its weights and loss are compared, not evaluated again.
+    evaluate = name != "global_clipnorm"
     if mode == "single" and name in ("global_clipnorm", "transformer"):
         loss = reference_step(model, "global" if name == "global_clipnorm" else "each")
-        report[name] = {"loss": loss, "evaluation": model.evaluate(whole(), verbose=0, return_dict=True),
+        report[name] = {"loss": loss, "evaluation": evaluate and model.evaluate(
+                            whole(), verbose=0, return_dict=True),
                         "weights": [w.numpy().tolist() for w in model.trainable_weights]}
         continue
     if mode == "workers":
         trainer = DistributedTrainer(model, strategy)
         data = uneven_shard if name == "uneven" else shard
         history = trainer.fit(data, epochs=1, verbose=0).history
-        evaluation = trainer.evaluate(data, verbose=0)
+        evaluation = evaluate and trainer.evaluate(data, verbose=0)
     else:
         data = uneven_global_batches() if name == "uneven" else whole()
         history = model.fit(data, epochs=1, verbose=0).history
-        evaluation = model.evaluate(data, verbose=0, return_dict=True)
+        evaluation = evaluate and model.evaluate(data, verbose=0, return_dict=True)
     report[name] = {"loss": history["loss"][0], "evaluation": evaluation,
                     "weights": [w.numpy().tolist() for w in model.trainable_weights]}
 if mode == "single":
@@ -254,7 +258,7 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
         # The reported loss is the global batch's token mean; evaluation agrees too.
         assert chief[name]["loss"] == pytest.approx(one[name]["loss"], abs=loss), name
         assert other[name]["loss"] == pytest.approx(one[name]["loss"], abs=loss), name
-        for metric in ("loss", "token_accuracy"):
+        for metric in ("loss", "token_accuracy") if name != "global_clipnorm" else ():
             assert chief[name]["evaluation"][metric] == pytest.approx(
                 one[name]["evaluation"][metric], abs=loss), name
     # Label smoothing reached the step: it moves the weights elsewhere than the
