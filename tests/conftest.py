@@ -9,7 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 # The tests check what XLA computes, not how fast its code runs: LLVM's
 # optimisation passes are off (level 0) in this process and its children, which
-# takes about 40 % off each XLA compile on a CPU (tests/models/test_xla_training.py:
+# takes about a third off the XLA tests on a CPU (tests/models/test_xla_training.py:
 # 214 -> 148 CPU-s) and leaves the compiled program's results as they were (the
 # XLA-equals-eager tests pass at the same tolerances). A user's own XLA_FLAGS stay.
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):

@@ -16,9 +16,9 @@ SWORD Bibles, `make examples-data`) says so with
 `<!-- docs-test: needs-command PROGRAM -->`: without it the page is skipped
 with the reason.
 
-With `KERASSEQ_DOCS_UPDATE=1` in the environment, an Output block that does
-not match is rewritten with what the code printed (the page is saved when all
-its blocks ran) instead of failing: after a change of a page's code or data,
+With `KERASSEQ_DOCS_UPDATE` set (any non-empty value), an Output block that
+does not match is rewritten with what the code printed (the page is saved
+when all its blocks ran, and the test still fails, naming the count): after a change of a page's code or data,
 run its test once that way and read the diff.
 
 The second test builds the site with `mkdocs build --strict`.
