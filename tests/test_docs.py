@@ -18,8 +18,9 @@ with the reason.
 
 With `KERASSEQ_DOCS_UPDATE` set (any non-empty value), an Output block that
 does not match is rewritten with what the code printed (the page is saved
-when all its blocks ran, and the test still fails, naming the count): after a change of a page's code or data,
-run its test once that way and read the diff.
+when all its blocks ran, and the test still fails, naming the count): after
+a change of a page's code or data, run its test once that way and read the
+diff.
 
 The second test builds the site with `mkdocs build --strict`.
 """
