@@ -16,6 +16,15 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = " ".join(
         filter(None, [os.environ.get("XLA_FLAGS"), "--xla_backend_optimization_level=0"]))
 
+# oneDNN's kernels (TensorFlow's default on x86 CPUs) are off in this process and
+# its children: for the suite's many tiny models, whose shapes are new at each
+# trace, TensorFlow's own Eigen kernels cost less CPU (tests/test_docs.py with
+# tests/test_docs_long_pages.py: 172 -> 150-160 CPU-s; four model and layer files:
+# 93-100 -> 90-92). The tests check kerasseq's arithmetic, which is the same with
+# either kernel library at the suite's tolerances; the CLI test of TensorFlow's
+# start-up lines runs with the default (oneDNN's line is one of them).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
