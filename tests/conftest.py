@@ -20,7 +20,7 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 # its children: for the suite's many tiny models, whose shapes are new at each
 # trace, TensorFlow's own Eigen kernels cost less CPU (tests/test_docs.py with
 # tests/test_docs_long_pages.py: 172 -> 150-160 CPU-s; four model and layer files:
-# 93-100 -> 90-92). The tests check kerasseq's arithmetic, which is the same with
+# 96-100 -> 90-92). The tests check kerasseq's arithmetic, which is the same with
 # either kernel library at the suite's tolerances; the CLI test of TensorFlow's
 # start-up lines runs with the default (oneDNN's line is one of them).
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
