@@ -32,6 +32,30 @@ def source_bucket_edges(multiple, scheme="geometric", up_to=1 << 16):
     return edges
 
 
+def training_length_edges(longest, smallest=8):
+    """The padded lengths of `make_dataset(..., fixed_shapes=True)`, increasing.
+
+    The geometric edges of `source_bucket_edges(4)` from `smallest` on (8,
+    12, 16, 24, 32, 48, 64, 96, ...) below `longest`, then `longest` itself:
+    no batch is padded past the longest example, so no batch is longer than
+    a model must already take; a last geometric edge within 1.25 times
+    `longest` is dropped (no bucket of a few stragglers). Each batch is
+    padded to the smallest edge that holds it: a few shapes, each at most
+    about 1.5 times the length it holds (above 8).
+
+    Args:
+        longest: int >= 1, the longest example's length.
+        smallest: int >= 1, the first edge.
+
+    Returns:
+        A list of ints, the last one `longest`.
+    """
+    edges = [edge for edge in source_bucket_edges(4, up_to=longest) if smallest <= edge < longest]
+    if edges and 4 * longest < 5 * edges[-1]:  # within 1.25x of the last edge: one bucket
+        edges.pop()
+    return edges + [int(longest)]
+
+
 def row_edges(buckets):
     """The row buckets of `batch_buckets` (`"pow2"` or an increasing sequence)."""
     return POW2_BUCKETS if buckets is True or buckets == "pow2" else tuple(sorted(buckets))

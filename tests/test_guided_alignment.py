@@ -87,12 +87,19 @@ def test_make_dataset_carries_links_as_dense_rows():
     target = TextTokenizer.from_texts([t for _, t in pairs], split="whitespace")
     links = [[(0, 2), (1, 1), (2, 0)], np.array([[1, 0]])]
     x, target_out = next(iter(make_dataset(pairs, source, target, shuffle=False,
-                                           alignments=links)))
+                                           alignments=links, fixed_shapes=False)))
     assert set(x) == {"source_ids", "target_in_ids", "alignment_links"}
     dense = x["alignment_links"].numpy()
     assert dense.shape == (2, 4, 3)  # (batch, target + [END], source)
     assert dense[0].tolist() == [[0, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 0]]
     assert dense[1].tolist() == [[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0]]
+    # Fixed shapes: 4 rows (two neutral, without links), source padded to 4 columns.
+    x, _ = next(iter(make_dataset(pairs, source, target, shuffle=False, alignments=links,
+                                  batch_size=4)))
+    padded = x["alignment_links"].numpy()
+    assert padded.shape == (4, 4, 4)
+    np.testing.assert_array_equal(padded[:2, :, :3], dense)
+    assert not padded[2:].any() and not padded[:, :, 3].any()
     # Without alignments the batches are the usual tuples.
     inputs, _ = next(iter(make_dataset(pairs, source, target, shuffle=False)))
     assert isinstance(inputs, tuple)
@@ -104,7 +111,8 @@ def test_make_dataset_keeps_links_with_their_pairs_through_filters_and_buckets()
     target = TextTokenizer.from_texts([t for _, t in pairs], split="whitespace")
     links = [[(0, 0)], [(5, 5)], [(1, 0)]]  # each pair's own signature link
     dataset = make_dataset(pairs, source, target, shuffle=True, seed=3, batch_size=1,
-                           max_source_length=3, bucket_boundaries=[2, 3], alignments=links)
+                           max_source_length=3, bucket_boundaries=[2, 3], alignments=links,
+                           fixed_shapes=False)  # keyed by each pair's own source width
     seen = {}
     for x, _ in dataset:
         seen[int(x["source_ids"].shape[1])] = np.argwhere(x["alignment_links"].numpy()[0]).tolist()

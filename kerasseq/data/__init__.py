@@ -10,7 +10,7 @@ from kerasseq.data.cmudict import (
     parse_cmudict_lines,
 )
 from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
-from kerasseq.data.pipeline import make_dataset, make_source_dataset
+from kerasseq.data.pipeline import batch_shapes, make_dataset, make_source_dataset, pad_batch
 from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tokenizer import (
     END_ID,
@@ -41,6 +41,7 @@ __all__ = [
     "SwordError",
     "TextTokenizer",
     "WordPieceTextTokenizer",
+    "batch_shapes",
     "entries_to_pairs",
     "learn_tokenizers",
     "load_cmudict",
@@ -49,6 +50,7 @@ __all__ = [
     "load_pairs",
     "load_tsv_pairs",
     "make_dataset",
+    "pad_batch",
     "make_source_dataset",
     "parse_cmudict_lines",
     "spread_sample",

@@ -7,9 +7,12 @@ Zipser 1989; used by Sutskever et al. 2014 and every seq2seq model since).
 Both sequences have length `n + 1`, so one padding mask serves both.
 """
 
+import collections
+
 import numpy as np
 import tensorflow as tf
 
+from kerasseq._buckets import smallest_edge, training_length_edges
 from kerasseq._validation import check_int, check_positive_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
@@ -67,6 +70,52 @@ def join_inputs(source_ids, target_in_ids, alignment_links=None):
             "alignment_links": alignment_links}
 
 
+def pad_batch(inputs, target_out, rows, length=None):
+    """A teacher-forcing batch padded to `rows` rows and, optionally, `length` columns.
+
+    The extra rows are *neutral*: source `[END_ID, PAD_ID, ...]`, target
+    input `[START_ID, PAD_ID, ...]`, target output all `PAD_ID` and no
+    alignment link. A neutral row has no real target token, so it adds
+    nothing to `MaskedSparseCategoricalCrossentropy` (its gradient is
+    exactly zero), to `MaskedTokenAccuracy` or to the guided alignment loss;
+    its one-token source keeps attention well defined. Extra columns are
+    `PAD_ID`, which every kerasseq model masks. So the batch's loss and
+    gradients are those of its real rows, whatever the padding.
+
+    Args:
+        inputs: a batch's inputs, as `make_dataset` gives them
+            (`(source_ids, target_in_ids)` or the guided dict).
+        target_out: int32 `(batch_size, target_length)`.
+        rows: int or int32 scalar tensor, >= `batch_size`.
+        length: optional int or int32 scalar tensor, >= every column count
+            of the batch: source and target are both padded to it (and the
+            links to `(length, length)`).
+
+    Returns:
+        `(inputs, target_out)` of the padded batch, structured as given.
+    """
+    source_ids, target_in, links = split_inputs(inputs)
+    count = rows - tf.shape(target_out)[0]
+
+    def padded(ids, first_id=None, columns=length):
+        if columns is not None:
+            ids = tf.pad(ids, [[0, 0], [0, columns - tf.shape(ids)[1]]], constant_values=PAD_ID)
+        filler = tf.zeros([count, tf.shape(ids)[1]], ids.dtype)  # (count, length)
+        if first_id is not None:
+            filler = tf.concat([tf.fill([count, 1], tf.cast(first_id, ids.dtype)), filler[:, 1:]],
+                               axis=1)
+        return tf.concat([ids, filler], axis=0)  # (rows, length)
+
+    if links is not None:  # (batch_size, target_length, source_length); neutral rows: no link
+        if length is not None:
+            links = tf.pad(links, [[0, 0], [0, length - tf.shape(links)[1]],
+                                   [0, length - tf.shape(links)[2]]])
+        links = tf.concat([links, tf.zeros(tf.concat([[count], tf.shape(links)[1:]], 0),
+                                           links.dtype)], axis=0)
+    return (join_inputs(padded(source_ids, END_ID), padded(target_in, START_ID), links),
+            padded(target_out))
+
+
 def _example_length(inputs, target_out):
     source_ids, target_in, _ = split_inputs(inputs)
     return tf.maximum(tf.shape(source_ids)[0], tf.shape(target_in)[0])
@@ -121,14 +170,26 @@ def _encoded_lengths(tokenizer, texts):
 
 def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuffle=True,
                  seed=None, bucket_boundaries=None, max_source_length=None,
-                 max_target_length=None, drop_remainder=False, cache=True, alignments=None):
+                 max_target_length=None, drop_remainder=False, cache=True, alignments=None,
+                 fixed_shapes=True):
     """Build a training / evaluation dataset of teacher-forcing batches.
 
     Texts are tokenized with `source_tokenizer` / `target_tokenizer` (tokens
     not in a vocabulary become `UNK_ID`; each tokenizer's own `max_length`
     truncation applies), then each target `y` becomes `target_in = [START] + y`
-    and `target_out = y + [END]`. Batches are padded with `PAD_ID` (0) to the
-    longest sequence in the batch.
+    and `target_out = y + [END]`. Batches are padded with `PAD_ID` (0).
+
+    Batch shapes (`fixed_shapes`): XLA compiles one program per batch shape
+    (Keras' default `compile` turns XLA on for `fit` on a GPU), so by
+    default every batch has `batch_size` rows (a short last batch is
+    completed with neutral rows, see `pad_batch`: no loss, no gradient) and
+    its source and target are padded to one common length out of a few:
+    8, 12, 16, 24, 32, 48, 64, 96, ... up to the longest example
+    (`bucket_boundaries="auto"` groups examples by these same lengths). An
+    epoch of 10,000 CMUdict words has 3 shapes; a batch's loss is the one
+    of its examples without the padding. `fixed_shapes=False` pads each
+    batch only to its own longest sequence and keeps the short last batch:
+    less padding, one shape per batch.
 
     Args:
         pairs: list of `(source_text, target_text)` str pairs.
@@ -140,11 +201,15 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
         seed: optional int. With a seed, two datasets built from the same
             arguments give the same order, epoch after epoch.
         bucket_boundaries: `None` (no bucketing), a sorted list of ints, or
-            `"auto"` (the 10th...90th percentiles of the example lengths).
-            With boundaries, examples are grouped by length
+            `"auto"`. With boundaries, examples are grouped by length
             `max(source_length, target_length + 1)` using
             `tf.data.Dataset.bucket_by_sequence_length`, so a batch holds
-            examples of similar length and needs little padding.
+            examples of similar length and needs little padding. A list
+            gives exclusive upper bounds (bucket `i` holds the lengths in
+            `[boundaries[i - 1], boundaries[i])`; with `fixed_shapes` its
+            batches are padded to `boundaries[i] - 1`). `"auto"`: with
+            `fixed_shapes`, the padded lengths above (8, 12, 16, 24, ...);
+            without, the 10th...90th percentiles of the example lengths.
         max_source_length: optional int; pairs whose source has more tokens are
             dropped.
         max_target_length: optional int; pairs whose `target_in` (target
@@ -161,7 +226,8 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     Returns:
         `tf.data.Dataset` of `((source_ids, target_in_ids), target_out_ids)`,
         int32, shapes `((batch_size, source_length), (batch_size,
-        target_length))` and `(batch_size, target_length)`; ready for
+        target_length))` and `(batch_size, target_length)` (with
+        `fixed_shapes`, `source_length == target_length`); ready for
         `model.fit`. With `alignments` the inputs are a dict of `source_ids`,
         `target_in_ids` and `alignment_links`, int32 `(batch_size,
         target_length, source_length)`: 1 where target piece `t` (the one
@@ -173,9 +239,14 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     >>> pairs = [("cat", "K AE T")]
     >>> source = TextTokenizer.from_texts(["cat"])
     >>> target = TextTokenizer.from_texts(["K AE T"], split="whitespace")
-    >>> (source_ids, target_in), target_out = next(iter(make_dataset(pairs, source, target)))
+    >>> dataset = make_dataset(pairs, source, target, fixed_shapes=False)
+    >>> (source_ids, target_in), target_out = next(iter(dataset))
     >>> source_ids.numpy().tolist(), target_in.numpy().tolist(), target_out.numpy().tolist()
     ([[5, 4, 6]], [[2, 5, 4, 6]], [[5, 4, 6, 3]])
+    >>> (source_ids, target_in), target_out = next(iter(make_dataset(pairs, source, target,
+    ...                                                              batch_size=2)))
+    >>> source_ids.numpy().tolist(), target_in.numpy().tolist(), target_out.numpy().tolist()
+    ([[5, 4, 6, 0], [3, 0, 0, 0]], [[2, 5, 4, 6], [2, 0, 0, 0]], [[5, 4, 6, 3], [0, 0, 0, 0]])
     """
     pairs = _check_pairs(pairs)
     _check_batch_size(batch_size)
@@ -200,18 +271,27 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     if alignments is not None:
         alignments = _check_alignments(alignments, len(pairs), source_lengths, target_lengths)
 
+    if not isinstance(fixed_shapes, (bool, np.bool_)):
+        raise ValueError(f"fixed_shapes must be True or False. Received: fixed_shapes={fixed_shapes!r}")
     boundaries = bucket_boundaries
+    longest = int(lengths[kept].max()) if kept.any() else 1
+    edges = training_length_edges(longest) if fixed_shapes else None  # the padded lengths
     if isinstance(boundaries, str):
         if boundaries != "auto":
             raise ValueError("`bucket_boundaries` must be None, a list of ints or 'auto'. "
                              f"Received: bucket_boundaries={bucket_boundaries!r}")
-        boundaries = _auto_bucket_boundaries(lengths)
+        if fixed_shapes:  # one bucket per padded length
+            boundaries = [edge + 1 for edge in edges[:-1]] or None
+        else:
+            boundaries = _auto_bucket_boundaries(lengths)
     elif boundaries is not None:
         boundaries = list(boundaries)
         if (not boundaries or not all(isinstance(b, (int, np.integer)) and b >= 1 for b in boundaries)
                 or boundaries != sorted(set(boundaries))):
             raise ValueError("`bucket_boundaries` must be a non-empty, strictly increasing list of "
                              f"ints >= 1. Received: bucket_boundaries={bucket_boundaries!r}")
+        if fixed_shapes:  # bucket i padded to boundaries[i] - 1, the last to the longest example
+            edges = [int(b) - 1 for b in boundaries if 1 <= b - 1 < longest] + [longest]
 
     def encode_chunk(source_texts, target_texts):
         return source_tokenizer.encode(source_texts), target_tokenizer.encode(target_texts)
@@ -259,9 +339,44 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
             element_length_func=_example_length, bucket_boundaries=boundaries,
             bucket_batch_sizes=[batch_size] * (len(boundaries) + 1), padding_values=PAD_ID,
             drop_remainder=drop_remainder)
+    if fixed_shapes:
+        def to_fixed_shape(inputs, target_out):
+            source_ids, _, _ = split_inputs(inputs)
+            length = smallest_edge(edges, tf.maximum(tf.shape(source_ids)[1],
+                                                     tf.shape(target_out)[1]))
+            return pad_batch(inputs, target_out, batch_size, length)
+
+        dataset = dataset.map(_unconverted(to_fixed_shape), num_parallel_calls=tf.data.AUTOTUNE)
     batches = _number_of_batches(lengths[kept], boundaries, batch_size, drop_remainder)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def batch_shapes(dataset):
+    """How many batches of each shape one pass over `dataset` gives.
+
+    XLA compiles one program per shape of the batches `fit` sees (Keras'
+    default `compile` uses XLA on a GPU), so the number of keys is the
+    number of programs an epoch compiles.
+
+    Args:
+        dataset: a `tf.data.Dataset` of batches, e.g. from `make_dataset`.
+
+    Returns:
+        `collections.Counter` mapping each batch's shapes (a tuple of one
+        shape tuple per tensor, in `tf.nest.flatten` order) to its count.
+
+    Example:
+
+    >>> from kerasseq.data import TextTokenizer
+    >>> source = TextTokenizer.from_texts(["cat", "a"])
+    >>> target = TextTokenizer.from_texts(["K AE T", "AE"], split="whitespace")
+    >>> pairs = [("cat", "K AE T"), ("a", "AE"), ("at", "AE T")]
+    >>> batch_shapes(make_dataset(pairs, source, target, batch_size=2))
+    Counter({((2, 4), (2, 4), (2, 4)): 2})
+    """
+    return collections.Counter(
+        tuple(tuple(tensor.shape) for tensor in tf.nest.flatten(batch)) for batch in dataset)
 
 
 def _number_of_batches(lengths, boundaries, batch_size, drop_remainder):

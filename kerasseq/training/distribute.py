@@ -32,8 +32,7 @@ import keras
 import tensorflow as tf
 
 from kerasseq._validation import check_positive_int
-from kerasseq.data.pipeline import join_inputs, split_inputs
-from kerasseq.data.tokenizer import END_ID, START_ID
+from kerasseq.data.pipeline import pad_batch
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
 
@@ -104,12 +103,12 @@ def pad_batches_to_multiple(dataset, multiple):
     replicas, as for the last, partial batch of a bucket. Pad the batches
     with this function under a strategy with several replicas.
 
-    A neutral row is source `[END_ID, PAD_ID, ...]`, target input
-    `[START_ID, PAD_ID, ...]` and target output all `PAD_ID`: it has no real
-    target token, so it adds nothing to `MaskedSparseCategoricalCrossentropy`
-    (its gradient is exactly zero) nor to `MaskedTokenAccuracy`. Only the
+    The extra rows are `kerasseq.data.pad_batch`'s neutral rows: no real
+    target token, so they add nothing to `MaskedSparseCategoricalCrossentropy`
+    (their gradient is exactly zero) nor to `MaskedTokenAccuracy`. Only the
     running mean of the reported loss, which Keras weights by rows per
-    batch, sees the extra rows.
+    batch, sees the extra rows. (`make_dataset`'s batches have `batch_size`
+    rows already unless built with `fixed_shapes=False`.)
 
     Args:
         dataset: `tf.data.Dataset` of `((source_ids, target_in_ids),
@@ -123,21 +122,9 @@ def pad_batches_to_multiple(dataset, multiple):
     if int(multiple) == 1:
         return dataset
 
-    def neutral_rows(ids, count, first_id):
-        first = tf.fill([count, 1], tf.cast(first_id, ids.dtype))  # (count, 1)
-        rest = tf.zeros([count, tf.shape(ids)[1] - 1], ids.dtype)  # (count, length - 1)
-        return tf.concat([ids, tf.concat([first, rest], axis=1)], axis=0)
-
     def pad(inputs, target_out):
-        source_ids, target_in, links = split_inputs(inputs)
-        count = (-tf.shape(target_out)[0]) % multiple
-        padded_out = tf.concat([target_out, tf.zeros([count, tf.shape(target_out)[1]],
-                                                     target_out.dtype)], axis=0)
-        if links is not None:  # neutral rows have no link
-            links = tf.concat([links, tf.zeros(tf.concat([[count], tf.shape(links)[1:]], 0),
-                                               links.dtype)], axis=0)
-        return join_inputs(neutral_rows(source_ids, count, END_ID),  # (batch_size + count, ...)
-                           neutral_rows(target_in, count, START_ID), links), padded_out
+        rows = tf.shape(target_out)[0]
+        return pad_batch(inputs, target_out, rows + (-rows) % multiple)
 
     return dataset.map(tf.autograph.experimental.do_not_convert(pad),
                        num_parallel_calls=tf.data.AUTOTUNE)

@@ -10,6 +10,7 @@ from kerasseq.data import (
     START_ID,
     UNK_ID,
     TextTokenizer,
+    batch_shapes,
     make_dataset,
     make_source_dataset,
 )
@@ -29,12 +30,15 @@ def tokenizers():
 
 
 def _examples(dataset):
-    """Unpadded ((source, target_in), target_out) lists from every batch."""
+    """Unpadded ((source, target_in), target_out) lists from every batch
+    (without the neutral rows of `fixed_shapes`)."""
     examples = []
     for (source, target_in), target_out in dataset:
         for s, ti, to in zip(
             source.numpy(), target_in.numpy(), target_out.numpy(), strict=True
         ):
+            if _neutral(s, ti, to):
+                continue
             examples.append(
                 (
                     tuple(s[s != PAD_ID]),
@@ -47,7 +51,8 @@ def _examples(dataset):
 
 def test_exact_ids_and_teacher_forcing(tokenizers):
     source, target = tokenizers
-    dataset = make_dataset([("cat", "K AE T")], source, target, shuffle=False)
+    dataset = make_dataset([("cat", "K AE T")], source, target, shuffle=False,
+                           fixed_shapes=False)
     (source_ids, target_in), target_out = next(iter(dataset))
     assert source_ids.dtype == target_in.dtype == target_out.dtype == tf.int32
     np.testing.assert_array_equal(source_ids.numpy(), [[5, 4, 6]])
@@ -61,7 +66,7 @@ def test_padding_and_unknown_tokens(tokenizers):
     source, target = tokenizers
     pairs = [("cat", "K AE T"), ("dog", "D AO G"), ("a", "AE")]
     (source_ids, target_in), target_out = next(
-        iter(make_dataset(pairs, source, target, shuffle=False))
+        iter(make_dataset(pairs, source, target, shuffle=False, fixed_shapes=False))
     )
     np.testing.assert_array_equal(
         source_ids.numpy(), [[5, 4, 6], [UNK_ID] * 3, [4, 0, 0]]
@@ -101,7 +106,8 @@ def test_reshuffles_every_epoch_without_losing_pairs(tokenizers):
 def test_bucketing_groups_lengths(tokenizers):
     source, target = tokenizers
     dataset = make_dataset(
-        PAIRS, source, target, batch_size=2, seed=0, bucket_boundaries=[3, 5]
+        PAIRS, source, target, batch_size=2, seed=0, bucket_boundaries=[3, 5],
+        fixed_shapes=False,
     )
     examples = []
     for (source_ids, target_in), _ in dataset:
@@ -198,3 +204,109 @@ def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder, fit_model_an
         warnings.simplefilter("error")
         history = model.fit(data, validation_data=validation, epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2
+
+
+# ---------------------------------------------------------------- fixed shapes
+def _neutral(source_row, target_in_row, target_out_row):
+    return (source_row[0] == END_ID and not source_row[1:].any()
+            and target_in_row[0] == START_ID and not target_in_row[1:].any()
+            and not target_out_row.any())
+
+
+@pytest.mark.parametrize("buckets", [None, "auto", [3, 5]])
+def test_fixed_shapes_pad_rows_with_neutral_rows_and_lengths_to_edges(tokenizers, buckets):
+    """Every batch has batch_size rows and one length out of the edges; the real
+    rows are exactly the examples of the unpadded pipeline, nothing else."""
+    source, target = tokenizers
+    fixed = make_dataset(PAIRS, source, target, batch_size=4, seed=0, bucket_boundaries=buckets)
+    tight = make_dataset(PAIRS, source, target, batch_size=4, seed=0, bucket_boundaries=buckets,
+                         fixed_shapes=False)
+    # Lengths max(source, target + 1) run 2..9: one edge (9), or with [3, 5] the
+    # bucket edges 2 and 4 and the longest example, 9.
+    edges = {9} if buckets != [3, 5] else {2, 4, 9}
+    real, neutral = [], 0
+    for (source_ids, target_in), target_out in fixed:
+        assert source_ids.shape == target_in.shape == target_out.shape
+        assert source_ids.shape[0] == 4 and source_ids.shape[1] in edges
+        for row in zip(source_ids.numpy(), target_in.numpy(), target_out.numpy(), strict=True):
+            if _neutral(*row):
+                neutral += 1
+            else:
+                real.append(tuple(tuple(ids[ids != PAD_ID]) for ids in row))
+    assert sorted(real) == sorted(_examples(tight))
+    assert len(real) == len(PAIRS) and neutral == 4 * len(list(fixed)) - len(PAIRS)
+    assert int(fixed.cardinality()) == len(list(fixed))
+    if buckets != "auto":  # "auto" buckets by the edges here, by percentiles there
+        assert int(fixed.cardinality()) == int(tight.cardinality())
+    assert sum(batch_shapes(fixed).values()) == len(list(fixed))
+    assert len(batch_shapes(fixed)) <= len(edges)
+
+
+def test_fixed_shapes_argument_is_checked(tokenizers):
+    source, target = tokenizers
+    with pytest.raises(ValueError, match="fixed_shapes must be True or False. Received: "
+                                         "fixed_shapes='yes'"):
+        make_dataset(PAIRS, source, target, fixed_shapes="yes")
+
+
+def test_demo_data_trains_on_few_shapes():
+    """The README's data (the first 10,000 CMUdict training words, batch 64,
+    bucket_boundaries="auto"): at most 8 batch shapes an epoch, so Keras' fit
+    compiles at most 8 XLA programs (19 with the old percentile buckets)."""
+    from kerasseq.data import entries_to_pairs, load_cmudict, load_cmudict_tokenizers
+
+    train = load_cmudict("train")[:10_000]
+    words, phonemes = load_cmudict_tokenizers(train)
+    pairs = entries_to_pairs(train)
+    shapes = batch_shapes(make_dataset(pairs, words, phonemes, bucket_boundaries="auto", seed=0))
+    assert len(shapes) <= 8, shapes
+    assert {rows for (rows, _), *_ in shapes} == {64}
+    unbounded = batch_shapes(make_dataset(pairs, words, phonemes, bucket_boundaries="auto",
+                                          seed=0, fixed_shapes=False))
+    assert len(unbounded) > 8  # what the bound is for
+    assert sum(shapes.values()) <= sum(unbounded.values())  # no batch more
+
+
+def _models_for_equal_loss():
+    import keras
+
+    from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+
+    keras.utils.set_random_seed(0)
+    yield build_rnn_seq2seq(8, 8, embedding_dim=4, units=6, bidirectional=True)
+    yield build_transformer_seq2seq(8, 8, num_layers=1, d_model=8, num_heads=2, dff=8,
+                                    dropout=0.0, max_positions=16)
+    yield build_transformer_seq2seq(8, 8, num_layers=2, d_model=8, num_heads=2, dff=8,
+                                    dropout=0.0, max_positions=16, guided_alignment_weight=1.0)
+
+
+def test_padded_batches_have_the_unpadded_loss_and_gradients(tokenizers):
+    """The same examples batched both ways (no shuffle, no buckets: the same
+    rows in the same batches): equal loss and gradients, for an RNN, a
+    Transformer and a guided Transformer (whose links are padded too)."""
+    from kerasseq.training import MaskedSparseCategoricalCrossentropy
+
+    source, target = tokenizers
+    links = [[(i, i) for i in range(len(word))] for word in WORDS]
+    for model in _models_for_equal_loss():
+        model.compile(optimizer="sgd", loss=MaskedSparseCategoricalCrossentropy())
+        guided = getattr(model, "guided_head", None) is not None
+        options = dict(batch_size=4, shuffle=False, alignments=links if guided else None)
+        fixed = list(make_dataset(PAIRS, source, target, **options))
+        tight = list(make_dataset(PAIRS, source, target, fixed_shapes=False, **options))
+        assert len(fixed) == len(tight) == 3
+        assert fixed[-1][1].shape[0] == 4 and tight[-1][1].shape[0] == 2  # 10 = 4 + 4 + 2
+        for (x_fixed, y_fixed), (x_tight, y_tight) in zip(fixed, tight, strict=True):
+            assert y_fixed.shape[1] == 9 > y_tight.shape[1] or y_tight.shape[1] == 9
+            results = []
+            for x, y in ((x_fixed, y_fixed), (x_tight, y_tight)):
+                with tf.GradientTape() as tape:
+                    _, loss = model.compute_predictions_and_loss(x, y, training=False)
+                results.append((loss, tape.gradient(loss, model.trainable_weights)))
+            (loss_fixed, grads_fixed), (loss_tight, grads_tight) = results
+            assert float(loss_tight) > 0
+            np.testing.assert_allclose(float(loss_fixed), float(loss_tight), rtol=1e-5)
+            for g_fixed, g_tight in zip(grads_fixed, grads_tight, strict=True):
+                np.testing.assert_allclose(tf.convert_to_tensor(g_fixed).numpy(),
+                                           tf.convert_to_tensor(g_tight).numpy(),
+                                           rtol=1e-4, atol=1e-6)
