@@ -7,7 +7,11 @@ import keras
 from keras import ops
 
 from kerasseq._validation import check_positive_int, check_rate
-from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
+from kerasseq.layers._sharing import (
+    deserialize_shared_layer,
+    outside_object_sharing,
+    serialize_shared_layer,
+)
 
 # Held while an encoder's LSTMs have their cuDNN setting changed for one call.
 _CUDNN_SETTING_LOCK = threading.RLock()
@@ -111,8 +115,14 @@ class LSTMEncoder(keras.layers.Layer):
                                  dropout=self.dropout, use_cudnn=self.use_cudnn,
                                  dtype=self.dtype_policy, name=f"lstm_{index}")
         if self.bidirectional:
-            return keras.layers.Bidirectional(lstm, dtype=self.dtype_policy,
-                                              name=f"bidirectional_{index}")
+            # `Bidirectional` copies `lstm` into its two directions through
+            # serialize/deserialize; inside `load_model`'s object-sharing scope
+            # the throwaway `lstm` would be recorded by id and a later one at
+            # the same address would load as this one's copy (see
+            # `outside_object_sharing`).
+            with outside_object_sharing():
+                return keras.layers.Bidirectional(lstm, dtype=self.dtype_policy,
+                                                  name=f"bidirectional_{index}")
         return lstm
 
     @property

@@ -176,3 +176,46 @@ def test_embedding_shared_with_a_decoder_survives_keras_save_and_load(tmp_path):
     assert sum("embeddings" in w.path for w in loaded.weights) == 1
     # A layer with its own embedding keeps `embedding=None` in its config.
     assert LSTMEncoder(vocab_size=12, embedding_dim=4, units=5).get_config()["embedding"] is None
+
+
+def test_bidirectional_encoder_loads_whatever_address_its_throwaway_lstms_get(tmp_path,
+                                                                             monkeypatch):
+    # Issue 44 (item 3). `keras.models.load_model` opens Keras' object-sharing
+    # scope, which records every object it serializes under `id(obj)`, and
+    # `keras.layers.Bidirectional(lstm)` copies the encoder's throwaway `lstm`
+    # through serialize/deserialize. A throwaway at a freed one's address then
+    # loaded as an earlier encoder's LSTM: "Forward layer and backward layer
+    # should have different go_backwards value", by chance (11 in 300
+    # constructions). Here every LSTM gets one id, as if each reused the last
+    # one's address, so the old code fails every time. keras.src: nothing
+    # public computes the scope's ids.
+    from keras.src.saving import serialization_lib
+
+    source = keras.Input((None,), dtype="int32")
+    outputs, state = LSTMEncoder(vocab_size=10, embedding_dim=4, units=3, bidirectional=True,
+                                 num_layers=2)(source)
+    model = keras.Model(source, [outputs, state])
+    path = tmp_path / "encoder.keras"
+    model.save(path)
+    monkeypatch.setattr(serialization_lib, "id",
+                        lambda obj: 1 if isinstance(obj, keras.layers.LSTM) else id(obj),
+                        raising=False)
+    loaded = keras.models.load_model(path)
+    monkeypatch.undo()
+    ids = np.array([[5, 7, 2, 0], [3, 1, 0, 0]])
+    for a, b in zip(loaded(ids), model(ids), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    lstms = list(next(x for x in loaded.layers if isinstance(x, LSTMEncoder))._keras_lstms())
+    assert len({id(lstm) for lstm in lstms}) == 4  # no LSTM came back twice
+    assert [lstm.go_backwards for lstm in lstms] == [False, True, False, True]
+    assert [w.path for w in loaded.weights] == [w.path for w in model.weights]
+    # The scope is suspended for the copies only: still open, unchanged, after them.
+    from keras.src.backend.common import global_state
+
+    names = ("shared_objects/id_to_obj_map", "shared_objects/id_to_config_map")
+    with serialization_lib.ObjectSharingScope():
+        maps = [global_state.get_global_attribute(name) for name in names]
+        LSTMEncoder(vocab_size=10, embedding_dim=4, units=3, bidirectional=True)
+        assert all(global_state.get_global_attribute(name) is value
+                   for name, value in zip(names, maps, strict=True))
+        assert maps == [{}, {}]  # nothing of the throwaway LSTMs recorded
