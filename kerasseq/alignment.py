@@ -47,6 +47,8 @@ from kerasseq._files import replace_atomically
 from kerasseq._replicas import sum_over_replicas
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
+from kerasseq.decoding import contract
+from kerasseq.decoding.config import SearchConfig
 
 # The default of every alignment in kerasseq (`align_texts`, `translate`,
 # `Translator`, the export, the command line), chosen as the module docstring
@@ -421,8 +423,17 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
     return results
 
 
-def align_texts(model, sources, targets, layer=None, head=None, heads=False, batch_size=32, max_source_length=None):
+def align_texts(model, sources, targets, layer=None, head=None, heads=False, batch_size=32,
+                max_source_length=None):
     """Forced word alignments of text pairs: what the model attends to while reading `targets`.
+
+    Sources follow the `Translator`'s one rule (`Translator.source_limit`,
+    docs/design.md): the source tokenizer's `max_length` and
+    `max_source_length` cut them, and past that nothing is cut: a
+    Transformer refuses a source longer than its position table
+    (`trim_source_ids`), as it refuses to translate one. Targets are never
+    cut: a target longer than the Transformer's position table is refused
+    too (its `PositionalEmbedding`).
 
     Args:
         model: an attention model built with `source_tokenizer` and
@@ -430,13 +441,21 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
         sources, targets: lists of str of the same length.
         layer, head, heads: see `align_ids`.
         batch_size: int >= 1, pairs per teacher-forced pass.
-        max_source_length: optional int, source pieces kept (the
-            Transformer's position table bounds it too).
+        max_source_length: int >= 1 or `None`: source pieces kept per text,
+            the `SearchConfig` setting of that name, checked as the
+            `Translator` checks it (at most a Transformer's `max_positions`).
 
     Returns:
         One dict per pair, as `align_ids`. Word indices count words as the
         tokenizers split them (runs of letters and digits, every other mark
         alone): `kerasseq.data.sword.split_words`.
+
+    Raises:
+        ValueError: `sources` and `targets` of different lengths, a model
+            without tokenizers, a source (after the cuts above) or a target
+            longer than the Transformer's position table.
+        SearchConfigError: (a `ValueError`) a bad `max_source_length`, or
+            one larger than the Transformer's `max_positions`.
     """
     if len(sources) != len(targets):
         raise ValueError(f"sources and targets must have the same length. Received "
@@ -446,14 +465,21 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
     if source_tokenizer is None or target_tokenizer is None:
         raise ValueError("align_texts needs a model built with source_tokenizer and "
                          "target_tokenizer; use align_ids for token ids.")
-    limit = max_source_length or getattr(model, "max_positions", None)
+    if max_source_length is not None:  # the Translator's checks of the setting
+        check_search = contract.optional(model, "check_search_config")
+        config = SearchConfig(max_source_length=max_source_length)
+        if callable(check_search):
+            check_search(config)
+    # What the Translator applies after its cut (`Translator._prepare_ids`).
+    trim = contract.optional(model, "trim_source_ids")
     results = []
     for start in range(0, len(sources), batch_size):
         source_ids = source_tokenizer.encode(list(sources[start:start + batch_size])).to_list()
         target_ids = target_tokenizer.encode(list(targets[start:start + batch_size])).to_list()
-        if isinstance(limit, int):
-            source_ids = [row[:limit] for row in source_ids]
-            target_ids = [row[:limit - 1] for row in target_ids]
+        if max_source_length is not None:
+            source_ids = [row[:max_source_length] for row in source_ids]
+        if callable(trim) and source_ids:
+            trim(_pad(source_ids))  # raises for a source longer than the position table
         results.extend(align_ids(model, source_ids, target_ids, layer=layer, head=head,
                                  heads=heads))
     return results

@@ -269,3 +269,43 @@ def test_pharaoh_text_round_trip_and_bad_links():
     for bad in ("0-0 1", "a-1", "1--2", "-1-2"):
         with pytest.raises(ValueError, match="two non-negative integers joined by '-'"):
             from_pharaoh(bad)
+
+
+def test_align_texts_follows_the_translators_source_rule(tokenizers):
+    # Issue 44 (item 5): one source rule (docs/design.md). align_texts used to
+    # cut sources to the position table where the Translator refuses them;
+    # now it cuts only to `max_source_length` and refuses past the table with
+    # the Translator's own error (`trim_source_ids`). An untrained model: only
+    # the lengths matter.
+    from kerasseq.decoding import SearchConfigError
+
+    source_tokenizer, target_tokenizer, sources, targets = tokenizers
+    keras.utils.set_random_seed(0)
+    model = build_transformer_seq2seq(num_layers=1, d_model=8, num_heads=2, dff=8,
+                                      max_positions=16, source_tokenizer=source_tokenizer,
+                                      target_tokenizer=target_tokenizer)
+    source_pieces = [len(source_tokenizer.encode(text).numpy()) for text in sources]
+    target_pieces = [len(target_tokenizer.encode(text).numpy()) for text in targets]
+    assert source_pieces == [14, 18, 16] and target_pieces == [16, 25, 15]
+    with pytest.raises(ValueError) as translator_error:
+        Translator(model, method="greedy", max_length=4, jit_compile=False).translate(sources[1])
+    assert "more than max_positions=16 tokens" in str(translator_error.value)
+    with pytest.raises(ValueError) as align_error:
+        align_texts(model, sources[:2], [targets[0], targets[2]])
+    assert str(align_error.value) == str(translator_error.value)  # the same check, the same words
+
+    # A target of exactly max_positions pieces is read whole (it lost its last
+    # piece, the word ".", to the old cut); `max_source_length` cuts sources
+    # as it does for the Translator, and is checked as there.
+    (result,) = align_texts(model, [sources[1]], [targets[0]], max_source_length=5)
+    kept_words = int(word_starts(source_tokenizer, source_tokenizer.encode(sources[1])[:5]).sum())
+    assert result["weights"].shape == (len(split_words(targets[0])), kept_words) == (5, 2)
+    with pytest.raises(SearchConfigError, match="max_positions=16") as error:
+        align_texts(model, [sources[0]], [targets[0]], max_source_length=17)
+    assert error.value.field == "max_source_length"
+    with pytest.raises(SearchConfigError, match="max_source_length"):
+        align_texts(model, [sources[0]], [targets[0]], max_source_length=0)
+
+    # A target longer than the table is refused as well, not cut.
+    with pytest.raises(ValueError, match="max_positions=16"):
+        align_texts(model, [sources[0]], [targets[1]])
