@@ -29,6 +29,7 @@ process (no compile cache shared), one after the other.
 
     .venv/bin/python benchmarks/fit_compiles.py            # full: ~25 min on 2 CPU cores
     .venv/bin/python benchmarks/fit_compiles.py --quick    # 2,000 words, RNN only
+    python benchmarks/fit_compiles.py --pipelines fixed    # a GPU (benchmarks/gpu_checks.sh)
 """
 
 import argparse
@@ -40,12 +41,12 @@ import sys
 import time
 
 
-def _configurations(models, gpu):
+def _configurations(models, pipelines, gpu):
     for model in models:
-        for pipeline in ("tight", "fixed"):
+        for pipeline in pipelines:
             for jit in (True, False):
                 yield {"model": model, "pipeline": pipeline, "jit": jit, "cudnn": False}
-        if model == "rnn" and gpu:
+        if model == "rnn" and gpu and "fixed" in pipelines:
             yield {"model": model, "pipeline": "fixed", "jit": False, "cudnn": True}
 
 
@@ -154,6 +155,9 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="2,000 words, the RNN only")
     parser.add_argument("--models", default=None, help="rnn,transformer (default both)")
     parser.add_argument("--words", type=int, default=None)
+    parser.add_argument("--pipelines", default="tight,fixed",
+                        help="tight,fixed (default both; on a GPU tight with XLA compiles a "
+                             "program almost every batch)")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
@@ -176,7 +180,7 @@ def main(argv=None):
               f"{'compile s':>9} {'epoch 1 s':>9} {'epoch 2 s':>9} {'end 2 s':>8} {'step s':>7}")
     print(header, flush=True)
     results = []
-    for config in _configurations(models, gpu):
+    for config in _configurations(models, args.pipelines.split(","), gpu):
         result = _run_child(config, args)
         results.append(result)
         epoch_2 = f"{result['epoch_s'][1]:9.1f}" if len(result["epoch_s"]) > 1 else f"{'-':>9}"
@@ -187,8 +191,10 @@ def main(argv=None):
     for fixed in results:
         if fixed["pipeline"] != "fixed" or fixed["cudnn"]:
             continue
-        tight = next(r for r in results if r["pipeline"] == "tight"
-                     and (r["model"], r["jit"]) == (fixed["model"], fixed["jit"]))
+        tight = next((r for r in results if r["pipeline"] == "tight" and not r["cudnn"]
+                      and (r["model"], r["jit"]) == (fixed["model"], fixed["jit"])), None)
+        if tight is None:
+            continue
         jit = "XLA" if fixed["jit"] else "no XLA"
         print(f"  {fixed['model']:<11} {jit:<6} shapes {tight['shapes']} -> {fixed['shapes']} "
               f"({fixed['shapes'] / tight['shapes']:.2f}x), compile s {tight['compile_s']:.1f} -> "
