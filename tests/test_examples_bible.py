@@ -130,3 +130,29 @@ def _raise_sword_error(*args, **kwargs):
 
     raise SwordError("SWORD module 'spaRV1909eb' is not installed; install the Debian package "
                      "sword-text-sparv")
+
+
+def test_bible_training_set_trains_on_few_shapes():
+    """The example's training batches (every training verse, batch 64,
+    bucket_boundaries="auto", at most 100 pieces a side): at most 12 batch
+    shapes an epoch, so Keras' fit compiles at most 12 XLA programs on a GPU.
+    The WordPiece vocabularies are learned on 3,000 verses (as the tutorial
+    page does; learning them on all verses takes about a minute), which
+    splits the other verses into a few more pieces than the example's."""
+    _modules_or_skip()
+    from kerasseq.data import batch_shapes, make_dataset
+
+    module = load_example("spanish_to_english_bible")
+    args = module.make_parser().parse_args([])
+    splits, _ = module.load_data(args)
+    train = splits["train"]
+    assert len(train) > 25_000
+    tokenizers = module.make_tokenizers(train[:3000], args.source_vocabulary_size,
+                                        args.target_vocabulary_size)
+    data = make_dataset([(p.source, p.target) for p in train], *tokenizers,
+                        batch_size=args.batch_size, seed=args.seed, bucket_boundaries="auto",
+                        max_source_length=args.max_pieces, max_target_length=args.max_pieces)
+    shapes = batch_shapes(data)
+    assert len(shapes) <= 12, shapes
+    assert {rows for (rows, _), *_ in shapes} == {args.batch_size}
+    assert sum(shapes.values()) == int(data.cardinality())

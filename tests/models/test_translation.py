@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import kerasseq
 from kerasseq import translate
-from kerasseq.data import make_dataset
+from kerasseq.data import batch_shapes, make_dataset
 from tests.models.g2p_fixture import trained_tiny_g2p_rnn
 
 
@@ -71,9 +71,12 @@ def test_dataset_input(g2p):
     training = make_dataset(pairs[:7], model.source_tokenizer, model.target_tokenizer,
                             batch_size=3, shuffle=False)
     ids, scores, lengths = translate(model, training, verbose=0)
+    # 3 batches of 3 rows: 7 pairs and two neutral rows, which are left out
+    assert sum(rows for ((rows, _), *_) in batch_shapes(training).elements()) == 9
     assert ids.shape == (7, 1, model.max_target_length) and scores.shape == lengths.shape == (7, 1)
-    source_words = [word for (source, _), _ in training.as_numpy_iterator()
-                    for word in model.source_tokenizer.decode_to_strings(source)]
+    source_words = [word for (source, _), target_out in training.as_numpy_iterator()
+                    for word, labels in zip(model.source_tokenizer.decode_to_strings(source),
+                                            target_out, strict=True) if labels.any()]
     assert source_words == [source for source, _ in pairs[:7]]
     assert model.target_tokenizer.decode_to_strings(ids[:, 0]) == model.translate(
         source_words, method="beam", num_beams=4)
