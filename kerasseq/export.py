@@ -15,15 +15,25 @@ Signatures (batch size unknown until serving time):
 |-------------------|----------------------------|----------------------------------------------------------------|
 | `serving_default` | `text`: `tf.string (None,)` | `translation`: `tf.string (None,)`, `score`: `float32 (None,)` |
 | `translate_nbest` | `text`: `tf.string (None,)` | `translations`: `tf.string (None, num_return)`, `scores`: `float32 (None, num_return)` |
+| `translate_alignments` (`alignments=True`) | `text`: `tf.string (None,)` | `translation`, `score` as `serving_default`, `alignment`: `tf.string (None,)` |
 
 Bad input never crashes the graph (blank texts, unknown tokens, long
 sources, invalid UTF-8, an empty batch): see `Translator.translate_tensor`.
+
+The SavedModel is written with Keras' `keras.export.ExportArchive` (see
+`ServingModule`) and runs in both of TensorFlow's loaders:
+`tf.saved_model.load`, and the session-based loader of TF Serving, the C
+API, the Java and Go bindings and `saved_model_cli run`. The latter restores
+only the variables of the saved object graph, so that graph holds the model's
+`tf.Variable`s themselves, not their Keras wrappers (`ServingModule` says
+why).
 """
 
 import json
 import os
 import types
 
+import keras
 import tensorflow as tf
 
 from kerasseq._files import replace_directory_atomically
@@ -152,13 +162,7 @@ def export_translator(
         module.add_alignments(alignment_layer, alignment_head)
 
     def write(directory):
-        signatures = {
-            SERVING_SIGNATURE: module.translate.get_concrete_function(),
-            NBEST_SIGNATURE: module.translate_nbest.get_concrete_function(),
-        }
-        if alignments:
-            signatures[ALIGNMENTS_SIGNATURE] = module.translate_alignments.get_concrete_function()
-        tf.saved_model.save(module, directory, signatures=signatures)
+        module.write_out(directory)
         _write_metadata(directory, model, translator,
                         alignment=(alignment_layer, alignment_head) if alignments else None)
 
@@ -172,41 +176,70 @@ def export_translator(
 # --------------------------------------------------------------------------
 
 
-class ServingModule(tf.Module):
-    """What a SavedModel of a `Translator` holds.
+class ServingModule:
+    """What a SavedModel of a `Translator` holds, built with Keras' `ExportArchive`.
 
-    Two `tf.function`s with the input signature `text: tf.string (None,)`:
-    `translate` → `{"translation", "score"}` (the best hypothesis) and
-    `translate_nbest` → `{"translations", "scores"}` (`num_return` columns),
-    both running `Translator.translate_tensor`, and a third after
-    `add_alignments` (`translate_alignments`). Give it a translator from
-    `make_translator`, which sets the source limit a served request needs. It tracks exactly what they
-    capture: the model's variables and the tokenizers' lookup tables (an
-    untracked table makes `tf.saved_model.save` fail, or the vocabulary comes
-    back empty). The translator, the Keras model and the tokenizer objects
-    stay out of the object graph, so loading needs neither Keras nor kerasseq.
+    `archive` (a `keras.export.ExportArchive`) has one endpoint per
+    signature, each a `tf.function` with the input signature
+    `text: tf.string (None,)`: `serving_default` → `{"translation",
+    "score"}` (the best hypothesis; the attribute `translate`) and
+    `translate_nbest` → `{"translations", "scores"}` (`num_return`
+    columns), both running `Translator.translate_tensor`, and
+    `translate_alignments` after `add_alignments`. Give it a translator from
+    `make_translator`, which sets the source limit a served request needs;
+    `write_out(path)` saves it.
+
+    What the archive saves, tracked Keras' way: the tokenizers' lookup
+    tables (`track`; an untracked table makes `tf.saved_model.save` fail, or
+    the vocabulary comes back empty), the variables the endpoints capture
+    (collected by `write_out`), and the model's variables as the collection
+    `model_variables` (`add_variable_collection`). That collection holds the
+    TensorFlow variables (`variable.value`), not the Keras `Variable`
+    wrappers: a wrapper is saved as a new `tf.Variable` initialized from its
+    own (`_export_to_saved_model_graph`), so a SavedModel that tracks only
+    the wrappers restores those new variables while its functions read the
+    wrapped ones. `tf.saved_model.load` copes; the session-based loader (TF
+    Serving, the C API, `saved_model_cli run`) fails every request with
+    "Could not find variable ...". `track(model)`, as `model.export` does,
+    would add the wrappers next to the captured variables and store every
+    weight twice. The translator, the Keras model and the tokenizer objects
+    stay out of the object graph, so loading needs neither Keras nor
+    kerasseq.
     """
 
     def __init__(self, translator):
-        super().__init__(name="kerasseq_translator")
         if translator.source_tokenizer is None or translator.target_tokenizer is None:
             raise ValueError("A SavedModel translates text: the model needs source_tokenizer "
                              "and target_tokenizer (for token ids use Translator.generate).")
         self._python = types.SimpleNamespace(translator=translator)
-        self.model_variables = list(translator.model.variables)
-        self.lookup_tables = (_lookup_tables(translator.source_tokenizer)
-                              + _lookup_tables(translator.target_tokenizer))
-        self.translate = tf.function(self._serve_best, input_signature=[TEXT_SPEC], autograph=False)
-        self.translate_nbest = tf.function(self._serve_nbest, input_signature=[TEXT_SPEC],
-                                           autograph=False)
+        # `keras.export.ExportArchive` is a factory (its `__new__` returns the
+        # backend's archive), so the module holds one rather than subclassing.
+        self.archive = keras.export.ExportArchive()
+        # The archive saves the lookup tables it finds under what it tracks (a
+        # tokenizer's Keras variables, it has none, would join `variables`).
+        self.archive.track(translator.source_tokenizer)
+        self.archive.track(translator.target_tokenizer)
+        # `.value`: the tf.Variables the endpoints capture, saved once (see above).
+        self.archive.add_variable_collection(
+            "model_variables", [variable.value for variable in translator.model.variables])
+        self.translate = self._add_endpoint(SERVING_SIGNATURE, self._serve_best)
+        self.translate_nbest = self._add_endpoint(NBEST_SIGNATURE, self._serve_nbest)
         self.translate_alignments = None
 
     def add_alignments(self, layer=None, head=None):
         """Add `translate_alignments` (text → translation, score, alignment)."""
         self._python.alignment = (layer, head)
-        self.translate_alignments = tf.function(self._serve_alignments,
-                                                input_signature=[TEXT_SPEC], autograph=False)
+        self.translate_alignments = self._add_endpoint(ALIGNMENTS_SIGNATURE,
+                                                       self._serve_alignments)
         return self.translate_alignments
+
+    def write_out(self, path):
+        """Save the SavedModel at `path`, every endpoint a signature of its name."""
+        self.archive.write_out(path, verbose=False)
+
+    def _add_endpoint(self, name, function):
+        # A `tf.function(function, input_signature, autograph=False)`.
+        return self.archive.add_endpoint(name, function, input_signature=[TEXT_SPEC])
 
     def _serve_alignments(self, text):
         layer, head = self._python.alignment
@@ -220,19 +253,6 @@ class ServingModule(tf.Module):
     def _serve_nbest(self, text):
         translations, scores = self._python.translator.translate_tensor(text)
         return {"translations": translations, "scores": scores}
-
-
-def _lookup_tables(tokenizer):
-    """Every lookup table (a `TrackableResource`) reachable from `tokenizer`.
-
-    A `tf.function` that uses a hash table can only be saved if the table is
-    an attribute of a tracked object; the translator keeps these in a list.
-    """
-    return [
-        trackable
-        for trackable in tf.train.TrackableView(tokenizer).descendants()
-        if isinstance(trackable, tf.saved_model.experimental.TrackableResource)
-    ]
 
 
 # --------------------------------------------------------------------------

@@ -142,7 +142,7 @@ class Translator:
     detokenization. `kerasseq.translate`, `Seq2SeqModel.translate` /
     `generate`, the CLI and `export_translator` all use it;
     `kerasseq.export.ServingModule(translator)` wraps its graph path
-    (`translate_tensor`) for `tf.saved_model.save`, so a SavedModel of a
+    (`translate_tensor`) in a `keras.export.ExportArchive`, so a SavedModel of a
     translator loads with TensorFlow alone.
 
     Args:
@@ -590,13 +590,21 @@ class Translator:
         Returns:
             `(translations, scores, alignments)`: `tf.string`, float32 and
             `tf.string`, each `(batch_size,)`; an alignment reads
-            `"0-0 2-1 ..."` (source word - target word).
+            `"0-0 2-1 ..."` (source word - target word), `""` for a blank
+            text (also in a batch of blank texts only, or an empty batch).
         """
         alignment.check_alignable(self.model)
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)
-        links = alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
-                                            alignment_head, start_id=self._start_id)
+
+        def align():
+            return alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
+                                               alignment_head, start_id=self._start_id)
+
+        def nothing_to_align():  # an empty batch or only blank texts: no source column,
+            return tf.fill(tf.shape(best)[:1], "")  # on which the models' passes fail
+
+        links = tf.cond(tf.size(source_ids) > 0, align, nothing_to_align)
         return self._target_tokenizer.detokenize(best), scores[:, 0], links
 
     def _translate_tensor_ids(self, text, num_return=None):

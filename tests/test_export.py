@@ -1,8 +1,12 @@
 """Tests for `kerasseq.export`: a text-in, text-out SavedModel.
 
-One tiny G2P model is trained once per module and exported once. The export
-is then loaded in a separate Python process in which kerasseq cannot be
-imported, and its answers are compared with `model.translate` in this process.
+One tiny G2P model is trained once per module and exported once, and so are
+an untrained Transformer, an ensemble of the two, and an untrained
+mixed-precision Transformer with a guided alignment head. The exports are
+then served in one separate Python process in which kerasseq cannot be
+imported, by both of TensorFlow's loaders: first the session-based one of TF
+Serving and `saved_model_cli run`, then `tf.saved_model.load`. Their answers
+are compared with each other and with `model.translate` in this process.
 """
 
 import json
@@ -13,6 +17,7 @@ import signal
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -20,13 +25,14 @@ import tensorflow as tf
 from kerasseq import decoding
 from kerasseq._files import replace_directory_atomically, stale_siblings
 from kerasseq.export import (
+    ALIGNMENTS_SIGNATURE,
     NBEST_SIGNATURE,
     SERVING_SIGNATURE,
     check_export_path,
     export_translator,
     read_metadata,
 )
-from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
+from kerasseq.models import Ensemble, build_rnn_seq2seq, build_transformer_seq2seq
 from tests import processes
 from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
 from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
@@ -60,39 +66,76 @@ except ImportError:
 else:
     raise SystemExit("isolation failed: kerasseq imported from " + kerasseq.__file__)
 
+import numpy as np
 import tensorflow as tf
+
+# {output: values as lists (bytes decoded), output + "_shape": shape}
+def as_json(outputs):
+    decode = lambda value: (value.decode("utf-8") if isinstance(value, bytes)
+                            else [decode(item) for item in value] if isinstance(value, list)
+                            else value)
+    result = {}
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        result[name], result[name + "_shape"] = decode(value.tolist()), list(value.shape)
+    return result
+
+# Every signature on every request through the session-based loader (TF
+# Serving's, the C API's, `saved_model_cli run`'s), in a graph of its own.
+def session_serve(export_dir, requests):
+    try:
+        with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph) as session:
+            meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], export_dir)
+            signatures = {name: signature for name, signature in meta_graph.signature_def.items()
+                          if not name.startswith("__")}  # not __saved_model_init_op
+            results = {}
+            for request, texts in requests.items():
+                text = np.array(texts, dtype=object).reshape([len(texts)])
+                results[request] = {
+                    name: as_json(session.run(
+                        {key: info.name for key, info in signature.outputs.items()},
+                        {signature.inputs["text"].name: text}))
+                    for name, signature in signatures.items()}
+            return results
+    except Exception as error:  # reported per request, for the test that checks it
+        message = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+        return {request: {"error": message} for request in requests}
 
 def serve(translator, texts):
     text = tf.constant(texts, tf.string, shape=[len(texts)])
-    best = translator.signatures["serving_default"](text=text)
-    nbest = translator.signatures["translate_nbest"](text=text)
-    return {
-        "translation": [t.decode("utf-8") for t in best["translation"].numpy()],
-        "score": best["score"].numpy().tolist(),
-        "translation_shape": best["translation"].shape.as_list(),
-        "translations": [[t.decode("utf-8") for t in row] for row in nbest["translations"].numpy()],
-        "scores": nbest["scores"].numpy().tolist(),
-        "translations_shape": nbest["translations"].shape.as_list(),
-    }
+    signatures = {name: as_json(function(text=text))
+                  for name, function in translator.signatures.items()}
+    return {**signatures["serving_default"], **signatures["translate_nbest"],
+            "signatures": signatures}
 
+requests = json.load(sys.stdin)
+# The session-based loader first, before this process runs anything eagerly.
+sessions = {export_dir: session_serve(export_dir, named) for export_dir, named in requests.items()}
 results = {}
-for export_dir, requests in json.load(sys.stdin).items():
+for export_dir, named in requests.items():
     translator = tf.saved_model.load(export_dir)
-    results[export_dir] = {name: serve(translator, texts) for name, texts in requests.items()}
+    results[export_dir] = {name: {**serve(translator, texts), "session": sessions[export_dir][name]}
+                           for name, texts in named.items()}
 results["kerasseq_imported"] = "kerasseq" in sys.modules
 print("RESULTS " + json.dumps(results))
 """
 
 
 def serve_in_fresh_process(requests, cwd):
-    """Call both signatures of SavedModels in one isolated Python process.
+    """Call every signature of SavedModels in one isolated Python process.
 
     Args:
         requests: `{export_dir: {request_name: [texts]}}`.
         cwd: working directory of the process.
 
     Returns:
-        `{export_dir: {request_name: outputs}, "kerasseq_imported": bool}`.
+        `{export_dir: {request_name: outputs}, "kerasseq_imported": bool}`;
+        `outputs` has the keys of `serving_default` and `translate_nbest`
+        (`translation`, `score`, `translations`, `scores`, each also with
+        `_shape`) from `tf.saved_model.load`, `signatures`: `{signature:
+        {output: values, output_shape: shape}}` for every signature, from
+        `tf.saved_model.load`, and `session`: the same from the
+        session-based loader, or `{"error": "Type: message"}`.
     """
     completed = subprocess.run(
         [sys.executable, "-I", "-c", ISOLATED_SERVER, REPO],
@@ -124,7 +167,7 @@ def g2p_model():
 def rnn_export(g2p_model, tmp_path_factory):
     model, _ = g2p_model
     path = tmp_path_factory.mktemp("rnn") / "export"
-    export_translator(model, path, num_beams=NUM_BEAMS)
+    export_translator(model, path, num_beams=NUM_BEAMS, alignments=True)
     return path
 
 
@@ -134,12 +177,44 @@ def transformer_export(g2p_model, tmp_path_factory):
     model = tiny_g2p_model(build_transformer_seq2seq, 5, num_layers=1, d_model=16, num_heads=2,
                            dff=32, dropout=0.0, max_positions=12)
     path = tmp_path_factory.mktemp("transformer") / "export"
-    export_translator(model, path, num_beams=NUM_BEAMS)
+    export_translator(model, path, num_beams=NUM_BEAMS, alignments=True)
     return model, path
 
 
 @pytest.fixture(scope="module")
-def all_served(g2p_model, rnn_export, transformer_export):
+def other_exports(g2p_model, transformer_export, tmp_path_factory):
+    """`{kind: (model, export path)}`: the other kinds of model an export serves.
+
+    An ensemble of the trained RNN and the Transformer (it has no
+    `translate_alignments`: its members attend differently), and an
+    untrained Transformer built under the `mixed_float16` policy whose second
+    head is the guided one (`translate_alignments` reads that head). One
+    model is both guided and mixed-precision: each export costs its traces
+    here and its loads in the serving process.
+    """
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        guided = tiny_g2p_model(build_transformer_seq2seq, 6, num_layers=1, d_model=16,
+                                num_heads=2, dff=32, dropout=0.0, max_positions=12,
+                                guided_alignment_weight=1.0, guided_alignment_head=1)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert guided.guided_head == (0, 1) and guided.compute_dtype == "float16"
+    models = {
+        "ensemble": (Ensemble([g2p_model[0], transformer_export[0]]), False),
+        "guided_mixed_precision": (guided, True),
+    }
+    exports = {}
+    for kind, (model, alignments) in models.items():
+        path = tmp_path_factory.mktemp(kind) / "export"
+        export_translator(model, path, num_beams=NUM_BEAMS, alignments=alignments)
+        exports[kind] = (model, path)
+    return exports
+
+
+@pytest.fixture(scope="module")
+def all_served(g2p_model, rnn_export, transformer_export, other_exports):
     _, words = g2p_model
     requests = {str(rnn_export): {
         "words": words,
@@ -151,6 +226,8 @@ def all_served(g2p_model, rnn_export, transformer_export):
     }, str(transformer_export[1]): {
         "words": words, "blank": BLANK_TEXTS, "long": [LONG_TEXT], "empty_batch": [],
     }}
+    for _, path in other_exports.values():
+        requests[str(path)] = {"words": words + [""]}
     return serve_in_fresh_process(requests, cwd=os.path.dirname(str(rnn_export)))
 
 
@@ -241,6 +318,101 @@ def test_transformer_export_matches_in_process_translate(g2p_model, transformer_
     assert served["empty_batch"]["translations_shape"] == [0, NUM_BEAMS]
 
 
+# --------------------------------------------------------------------------
+# The session-based loader: TF Serving, the C API, `saved_model_cli run`.
+# --------------------------------------------------------------------------
+
+
+def assert_same_outputs(got, expected, where):
+    """Two `{output: values, output_shape: shape}` dicts: equal strings and
+    shapes, scores within float32 round-off."""
+    assert sorted(got) == sorted(expected), where
+    for name, value in expected.items():
+        if name in ("score", "scores"):
+            np.testing.assert_allclose(got[name], value, atol=1e-5, err_msg=where)
+        else:
+            assert got[name] == value, where
+
+
+def test_session_based_loader_serves_every_signature_like_tf_saved_model_load(
+        rnn_export, transformer_export, other_exports, all_served):
+    """Each signature of each export answers each request the same through
+    `tf.compat.v1.saved_model.loader.load` in a session as through
+    `tf.saved_model.load` (which the other tests compare with `translate`)."""
+    alignments = {str(rnn_export): True, str(transformer_export[1]): True,
+                  **{str(path): kind != "ensemble" for kind, (_, path) in other_exports.items()}}
+    for export_dir, aligns in alignments.items():
+        signatures = sorted([SERVING_SIGNATURE, NBEST_SIGNATURE] + [ALIGNMENTS_SIGNATURE] * aligns)
+        for request, served in all_served[export_dir].items():
+            where = f"{export_dir} {request}"
+            session = served["session"]
+            assert "error" not in session, f"{where}: {session.get('error')}"
+            assert sorted(served["signatures"]) == signatures, where
+            assert sorted(session) == signatures, where
+            for name in signatures:
+                assert_same_outputs(session[name], served["signatures"][name], f"{where} {name}")
+
+
+def links_string(links):
+    return " ".join(f"{i}-{j}" for i, j in links)
+
+
+def test_alignments_signature_matches_in_process_translate(g2p_model, rnn_export,
+                                                           transformer_export, all_served):
+    _, words = g2p_model
+    for model, path in [(g2p_model[0], rnn_export), transformer_export]:
+        served = all_served[str(path)]["words"]["signatures"][ALIGNMENTS_SIGNATURE]
+        translations, scores, links = model.translate(
+            words, method="beam", num_beams=NUM_BEAMS, return_scores=True,
+            return_alignments=True)
+        assert served["translation"] == translations and served["alignment_shape"] == [len(words)]
+        np.testing.assert_allclose(served["score"], scores, atol=1e-4)
+        assert served["alignment"] == [links_string(row) for row in links]
+        assert served["translation"] == all_served[str(path)]["words"]["translation"]
+        # Only blank texts, or none: no source token to align, no crash.
+        blank = all_served[str(path)]["blank"]["signatures"][ALIGNMENTS_SIGNATURE]
+        assert blank["alignment"] == blank["translation"] == [""] * len(BLANK_TEXTS)
+        empty = all_served[str(path)]["empty_batch"]["signatures"][ALIGNMENTS_SIGNATURE]
+        assert empty["alignment_shape"] == empty["translation_shape"] == [0]
+
+
+@pytest.mark.parametrize("kind", ["ensemble", "guided_mixed_precision"])
+def test_other_exports_match_in_process_translate(g2p_model, other_exports, all_served, kind):
+    """An ensemble and a guided-alignment, mixed-precision Transformer: every
+    signature (served by both loaders, see above) equals `translate`.
+
+    Up to float16 round-off for the mixed-precision model: its graph in the
+    SavedModel and `translate`'s are optimized apart, and scores differ in
+    the third decimal (measured: up to 0.01 of about -25), which may reorder
+    near-tied hypotheses below the best one (measured: a third one).
+    """
+    model, path = other_exports[kind]
+    texts = g2p_model[1] + [""]
+    served = all_served[str(path)]["words"]["signatures"]
+    alignments = kind != "ensemble"
+    results = model.translate(texts, method="beam", num_beams=NUM_BEAMS, num_return=NUM_BEAMS,
+                              return_scores=True, return_alignments=alignments)
+    translations, scores = results[:2]
+    columns, atol = (1, 0.05) if kind.endswith("mixed_precision") else (NUM_BEAMS, 1e-4)
+    nbest = served[NBEST_SIGNATURE]
+    assert nbest["translations_shape"] == [len(texts), NUM_BEAMS]
+    assert [row[:columns] for row in nbest["translations"]] == [
+        row[:columns] for row in translations]
+    np.testing.assert_allclose(np.array(nbest["scores"])[:, :columns],
+                               np.array(scores)[:, :columns], atol=atol)
+    best = served[SERVING_SIGNATURE]
+    assert best["translation"] == [row[0] for row in translations]
+    np.testing.assert_allclose(best["score"], [row[0] for row in scores], atol=atol)
+    if alignments:
+        aligned = served[ALIGNMENTS_SIGNATURE]
+        assert aligned["translation"] == best["translation"]
+        np.testing.assert_allclose(aligned["score"], best["score"], atol=1e-5)
+        assert aligned["alignment"] == [links_string(row[0]) for row in results[2]]
+        metadata = read_metadata(str(path))  # the guided head, the default of both
+        assert (metadata["alignment_layer"], metadata["alignment_head"]) == model.guided_head
+    assert best["translation"][-1] == "" and best["score"][-1] == 0.0
+
+
 # TensorFlow's `saved_model_cli` (the module every TensorFlow ships; the console
 # script of that name only calls its `main`), run as a forked command: a fresh
 # process would import TensorFlow only to read a SavedModel's signatures.
@@ -269,6 +441,24 @@ def test_saved_model_cli_lists_the_string_signatures(rnn_export):
     nbest = output.split(f"signature_def['{NBEST_SIGNATURE}']")[1].split("signature_def[")[0]
     assert "outputs['translations'] tensor_info:" in nbest
     assert f"shape: (-1, {NUM_BEAMS})" in nbest
+
+
+def test_saved_model_cli_run_serves_the_export(g2p_model, rnn_export, all_served, tmp_path):
+    """`saved_model_cli run`, the check docs/export.md gives, answers as
+    `tf.saved_model.load` does (it loads the export in a session)."""
+    _, words = g2p_model
+    completed = processes.run(
+        [sys.executable, "-c", SAVED_MODEL_CLI, "run", "--dir", str(rnn_export),
+         "--tag_set", "serve", "--signature_def", ALIGNMENTS_SIGNATURE,
+         "--input_exprs", f"text={words!r}", "--outdir", str(tmp_path)],
+        forked=True, capture_output=True, text=True, env=CHILD_ENV, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    expected = all_served[str(rnn_export)]["words"]["signatures"][ALIGNMENTS_SIGNATURE]
+    for name in ("translation", "alignment"):
+        values = np.load(tmp_path / f"{name}.npy", allow_pickle=True)  # bytes objects
+        assert [value.decode("utf-8") for value in values] == expected[name]
+    np.testing.assert_allclose(np.load(tmp_path / "score.npy"), expected["score"], atol=1e-5)
 
 
 def test_metadata_records_the_search(rnn_export, g2p_model):
