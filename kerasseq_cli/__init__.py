@@ -88,6 +88,17 @@ _non_negative_int = _bounded(int, lambda value: value >= 0, "an integer >= 0")
 _fraction = _bounded(float, lambda value: 0.0 <= value <= 1.0, "a number in [0, 1]")
 
 
+def _epoch_and_batch(text):
+    """`EPOCH:BATCH` (two integers >= 0) as a tuple of ints."""
+    parts = text.split(":")
+    if len(parts) == 2 and all(part.strip().isdigit() for part in parts):
+        return tuple(int(part) for part in parts)
+    raise ValueError(text)
+
+
+_epoch_batch = _bounded(_epoch_and_batch, lambda value: True, "EPOCH:BATCH (integers >= 0)")
+
+
 def _finite_float(minimum=None, maximum=None, open_minimum=False, open_maximum=False):
     """An argparse type: a finite float within the bounds (NaN and inf refused)."""
     low = "(" if open_minimum else "["
@@ -200,6 +211,13 @@ def _add_run_arguments(parser, output_dir):
     # every training batch and report it on stderr, to interrupt mid-epoch.
     parser.add_argument("--slow-batches", type=_finite_float(0.0), default=0.0,
                         help=argparse.SUPPRESS)
+    # Testing aid (tests/test_resume.py, tests/training/test_multi_worker.py), hidden
+    # from --help: after batch BATCH of epoch EPOCH (0-based, as the debug lines of
+    # --slow-batches count them) report that batch on stderr and stop the process
+    # (SIGSTOP), so that a test can kill it at exactly that point however slow the
+    # machine is (a sleep leaves a loaded machine's test too little time to kill it).
+    parser.add_argument("--stop-after-batch", type=_epoch_batch, default=None,
+                        metavar="EPOCH:BATCH", help=argparse.SUPPRESS)
 
 
 def _add_alignment_arguments(parser, help_text):

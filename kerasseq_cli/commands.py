@@ -113,13 +113,18 @@ def load_ensemble(paths):
         raise CLIError(f"cannot ensemble {','.join(paths)}: {first_line(error)}") from None
 
 
-def _slow_batches_callback(seconds):
-    """Testing aid for the hidden `--slow-batches SECONDS` option (tests/test_resume.py).
+def _slow_batches_callback(seconds, stop_after=None):
+    """Testing aid for the hidden `--slow-batches SECONDS` and `--stop-after-batch
+    EPOCH:BATCH` options (tests/test_resume.py, tests/training/test_multi_worker.py).
 
     After every training batch, prints `kerasseq-debug: epoch E batch B done`
-    on stderr and sleeps `seconds`, so that a test can kill the process at a
-    known point in the middle of an epoch.
+    on stderr and sleeps `seconds`. After batch `stop_after` (an `(epoch,
+    batch)` pair), the process stops itself (SIGSTOP) right after that line,
+    so that a test can kill it at exactly that point in the middle of an
+    epoch, however long the test takes to read the line.
     """
+    import signal
+
     import keras
 
     class SlowBatches(keras.callbacks.Callback):
@@ -130,7 +135,10 @@ def _slow_batches_callback(seconds):
 
         def on_train_batch_end(self, batch, logs=None):
             print(f"kerasseq-debug: epoch {self.epoch} batch {batch} done", file=sys.stderr, flush=True)
-            time.sleep(seconds)
+            if (self.epoch, batch) == stop_after:
+                os.kill(os.getpid(), signal.SIGSTOP)
+            if seconds:
+                time.sleep(seconds)
 
     return SlowBatches()
 
@@ -215,7 +223,8 @@ def train(args):
     # What the strategy needs (one machine or each worker's shard): TrainingRun decides.
     train_data, dev_data = run.datasets(train_pairs, dev_pairs, source_tokenizer,
                                         target_tokenizer, args.batch_size, seed=args.seed)
-    extra = [_slow_batches_callback(args.slow_batches)] if args.slow_batches else []
+    extra = ([_slow_batches_callback(args.slow_batches, args.stop_after_batch)]
+             if args.slow_batches or args.stop_after_batch else [])
     if run.is_chief and args.tensorboard:  # (the chief only writes files)
         extra += _tensorboard_callbacks(args, run, dev_references)
     started = time.time()

@@ -51,9 +51,47 @@ gc.set_threshold(10_000, 20, 20)
 
 @pytest.fixture(autouse=True)
 def _seed_everything():
+    # (A module-scoped fixture is set up before this one: one that draws random
+    # weights seeds itself, or its weights depend on the tests run before it.)
     keras.utils.set_random_seed(1234)
     np.random.seed(1234)
     yield
+
+
+# Keras' global settings, each `(read, set)`. `make test` runs the files on two
+# pytest-xdist workers in an order that depends on timing, so a setting one test
+# leaves changed (e.g. the mixed_float16 policy, without try/finally) would
+# change what the tests after it, in other files too, compute: every test must
+# leave them as it found them. The fixture below restores them, and fails the
+# test that did not.
+_KERAS_SETTINGS = {
+    "dtype policy": (lambda: keras.config.dtype_policy().name, keras.config.set_dtype_policy),
+    "floatx": (keras.config.floatx, keras.config.set_floatx),
+    "epsilon": (keras.config.epsilon, keras.config.set_epsilon),
+    "image data format": (keras.config.image_data_format, keras.config.set_image_data_format),
+    "interactive logging": (
+        keras.config.is_interactive_logging_enabled,
+        lambda on: (keras.config.enable_interactive_logging if on
+                    else keras.config.disable_interactive_logging)()),
+    "traceback filtering": (
+        keras.config.is_traceback_filtering_enabled,
+        lambda on: (keras.config.enable_traceback_filtering if on
+                    else keras.config.disable_traceback_filtering)()),
+}
+
+
+@pytest.fixture(autouse=True)
+def _keras_settings_restored():
+    before = {name: read() for name, (read, _) in _KERAS_SETTINGS.items()}
+    yield
+    changed = []
+    for name, (read, restore) in _KERAS_SETTINGS.items():
+        if read() != before[name]:
+            changed.append(f"{name} {before[name]!r} -> {read()!r}")
+            restore(before[name])
+    if changed:
+        pytest.fail("the test left Keras' global settings changed (restored now; restore "
+                    "them in the test, with try/finally): " + ", ".join(changed), pytrace=False)
 
 
 # The files that take longest on 2 CPU cores (each over ~40 s; measured with

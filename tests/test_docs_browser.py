@@ -64,8 +64,16 @@ BENGALI_FONT = f"{VENDOR}/fonts/Lohit-Bengali.ttf"
 BENGALI_FAMILY = "kerasseq Bengali"
 
 BENGALI_CHAR = re.compile("[\u0980-\u09ff]")
-# Under this many seconds a page must be drawn; all pages together take 40-80 s.
-PAGE_TIMEOUT = 20
+# Every wait of this test polls for what it waits for and returns as soon as it
+# is there (all pages together take 40-80 s on an idle machine); the deadlines
+# are only there so that a page that never draws ends the test. They are
+# minutes, not seconds: on a loaded machine (the suite's other pytest-xdist
+# worker, other jobs) a page load or a DevTools answer can take longer than
+# the 20-30 s they were, and the test failed by load with a TimeoutError
+# although nothing was wrong with the site (issue 44).
+PAGE_TIMEOUT = 300  # seconds for a page to load, then to be drawn
+COMMAND_TIMEOUT = 300  # seconds for Chromium to answer one DevTools command
+BUILD_TIMEOUT = 1200  # seconds for `mkdocs build` (a few seconds idle)
 # The window the pages are read in: a laptop screen, where mkdocs-material shows
 # the navigation and the table of contents beside a text column about 690 px wide.
 WINDOW = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
@@ -176,7 +184,7 @@ def server(tmp_path):
     # --no-strict: test_docs.py checks the strict build; this one checks the browser.
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--no-strict", "--quiet", "--site-dir", str(site)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, f"mkdocs build failed:\n{result.stdout}\n{result.stderr}"
@@ -257,7 +265,7 @@ class DevTools:
             self._answers[None] = {"error": {"message": "chromium closed the DevTools pipe"}}
             self._answered.notify_all()
 
-    def send(self, method, params=None, session=None, timeout=30):
+    def send(self, method, params=None, session=None, timeout=COMMAND_TIMEOUT):
         self._next_id += 1
         message = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -273,7 +281,7 @@ class DevTools:
             raise RuntimeError(f"{method}: {answer['error']}")
         return answer["result"]
 
-    def wait_event(self, method, session, timeout=30):
+    def wait_event(self, method, session, timeout=PAGE_TIMEOUT):
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -288,12 +296,15 @@ class DevTools:
                 return event
 
     def close(self):
+        # Chromium writes the end of its net log as it closes: it gets minutes
+        # on a loaded machine before it is killed (a killed one's log is read
+        # anyway, by `_read_net_log`, but may lack its last events).
         try:
-            self.send("Browser.close", timeout=10)
+            self.send("Browser.close", timeout=COMMAND_TIMEOUT)
         except (RuntimeError, TimeoutError, OSError):
             pass
         try:
-            self.process.wait(timeout=15)
+            self.process.wait(timeout=COMMAND_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -356,7 +367,10 @@ def _elements(node, name):
 
 
 def _open(browser, session, url, ready, timeout=PAGE_TIMEOUT):
-    """Navigate to `url`, then evaluate STATE_JS until `ready(state)` or `timeout`."""
+    """Navigate to `url`, then evaluate STATE_JS until `ready(state)`, until the
+    page shows an error that no wait mends (a TeX error, mermaid's error
+    picture), or for `timeout` seconds: a healthy page returns as soon as it
+    is drawn, a loaded machine only makes the wait longer."""
     browser.send("Page.navigate", {"url": url}, session)
     browser.wait_event("Page.loadEventFired", session, timeout=timeout)
     deadline = time.monotonic() + timeout
@@ -367,7 +381,8 @@ def _open(browser, session, url, ready, timeout=PAGE_TIMEOUT):
         state = answer["result"]["value"]
         document = browser.send("DOM.getDocument", {"depth": -1, "pierce": True}, session)
         state["mermaid"] = _mermaid_diagrams(document["root"])
-        if ready(state) or time.monotonic() > deadline:
+        final = state["tex_errors"] or "error" in state["mermaid"]
+        if ready(state) or final or time.monotonic() > deadline:
             state["labels"] = _diagram_labels(browser, session, document["root"])
             return state
         time.sleep(0.25)

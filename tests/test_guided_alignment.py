@@ -412,8 +412,10 @@ print(json.dumps({
 
 def test_guided_step_under_mirrored_strategy_and_xla_equals_the_one_device_step():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+    # A deadline, not an expected time: minutes, so that a loaded machine does
+    # not fail the test (issue 44); a healthy run takes well under one.
     result = processes.run([sys.executable, "-c", MIRRORED_SCRIPT], forked=True, capture_output=True,
-                            text=True, timeout=300, env=env)
+                            text=True, timeout=1200, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["max_update"] > 1e-2

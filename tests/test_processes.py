@@ -23,12 +23,16 @@ def test_stop_kills_a_command_that_outlives_the_timeout(monkeypatch):
     zygote = next(iter(processes._ZYGOTES.values())).process
     started = time.monotonic()
     processes.stop_zygotes()
-    assert time.monotonic() - started < 30
+    # Far below the command's 3600 s, so it was not waited for; not the seconds
+    # it takes on an idle machine (about 1 s), which a loaded one can exceed.
+    # The waits below poll and return as soon as the process is gone: their
+    # deadlines (minutes) cost a healthy run nothing.
+    assert time.monotonic() - started < 600
     assert zygote.returncode is not None
-    stuck.wait(timeout=30)  # its monitor is gone too: the status reads as killed
+    stuck.wait(timeout=600)  # its monitor is gone too: the status reads as killed
     assert stuck.returncode != 0
     stuck.stdout.close()
-    assert _ended(stuck.pid, seconds=10)
+    assert _ended(stuck.pid, seconds=600)
 
 
 def _ended(pid, seconds):

@@ -1,9 +1,10 @@
 """`kerasseq train` killed mid-epoch resumes from its last finished epoch.
 
-The training process runs with the hidden testing aid `--slow-batches`, which
-reports every finished batch on stderr and then sleeps, so the test can
-SIGKILL it at a known point: after batch 0 of epoch index 2 (two epochs
-finished and backed up, the third under way).
+The training process runs with the hidden testing aids `--slow-batches`, which
+reports every finished batch on stderr, and `--stop-after-batch 2:0`, which
+stops the process (SIGSTOP) after batch 0 of epoch index 2, so the test
+SIGKILLs it at that known point (two epochs finished and backed up, the third
+under way) however long it takes to read the line.
 """
 
 import csv
@@ -23,6 +24,13 @@ TINY = ["--max-train-examples", "40", "--max-dev-examples", "20", "--evaluate-wo
         "--embedding-dim", "8", "--units", "16", "--batch-size", "16", "--verbose", "0",
         "--slow-batches", "0.2"]
 KILL_AT = "kerasseq-debug: epoch 2 batch 0 done"
+# The process stops itself after printing KILL_AT: the kill lands there even when
+# a loaded machine lets the test read the line late (with the sleep of
+# --slow-batches alone, a late read let epoch 2 finish before the kill).
+STOP_AT = ["--stop-after-batch", "2:0"]
+# Minutes for a training run to end: a few seconds on an idle machine, but the
+# test must not fail because a loaded machine made it slow.
+RUN_TIMEOUT = 900
 
 
 def _command(output_dir):
@@ -48,7 +56,7 @@ def _debug_epochs(stderr):
                    if line.startswith("kerasseq-debug: epoch")})
 
 
-def _run_until_killed(command, timeout=150):
+def _run_until_killed(command, timeout=RUN_TIMEOUT):
     """Start `command`, SIGKILL it when it prints KILL_AT; return its stderr lines."""
     process = processes.popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True, env=_env())
@@ -80,7 +88,7 @@ def _main(output_dir, *extra):
 
 def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     output = str(tmp_path / "run")
-    _run_until_killed(_command(output))
+    _run_until_killed([*_command(output), *STOP_AT])
 
     # The kill left two finished epochs: backed up, logged, best model saved.
     with open(os.path.join(output, "backup", "training_metadata.json")) as handle:
@@ -98,7 +106,7 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     assert _main(output, "--dataset", f"tsv:{other}") == 2
     assert "different source vocabulary" in capsys.readouterr().err.strip().splitlines()[-1]
 
-    resumed = processes.run(_command(output), capture_output=True, text=True, timeout=150,
+    resumed = processes.run(_command(output), capture_output=True, text=True, timeout=RUN_TIMEOUT,
                              env=_env())
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _debug_epochs(resumed.stderr) == [2, 3]  # resumed at epoch index 2, none repeated
@@ -125,7 +133,7 @@ def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
 
     # A larger --epochs continues from the finished model and optimizer state.
     longer = processes.run([*_command(output), "--epochs", "5"],
-                            capture_output=True, text=True, timeout=150, env=_env())
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT, env=_env())
     assert longer.returncode == 0, longer.stderr[-3000:]
     assert _debug_epochs(longer.stderr) == [4]  # only the new epoch runs
     assert _epochs(history_path(output)) == [0, 1, 2, 3, 4]
@@ -159,7 +167,8 @@ def test_truncate_history_keeps_one_row_per_finished_epoch(tmp_path):
     assert not os.path.exists(path)
 
 
-@pytest.mark.parametrize("argv", [["--strategy", "tpu"], ["--slow-batches", "x"]])
+@pytest.mark.parametrize("argv", [["--strategy", "tpu"], ["--slow-batches", "x"],
+                                  ["--stop-after-batch", "1"], ["--stop-after-batch", "1:-1"]])
 def test_bad_training_options_are_argparse_errors(argv):
     from kerasseq_cli import make_parser
 
@@ -174,5 +183,8 @@ def test_slow_batches_is_hidden_and_strategy_documented():
     commands = make_parser()._subparsers._group_actions[0].choices
     text = commands["train"].format_help()
     assert "--strategy" in text and "--slow-batches" not in text
+    assert "--stop-after-batch" not in text
     args = make_parser().parse_args(["train", "--output-dir", "/tmp/x"])
-    assert args.strategy == "default" and args.slow_batches == 0.0
+    assert args.strategy == "default" and args.slow_batches == 0.0 and args.stop_after_batch is None
+    args = make_parser().parse_args(["train", "--output-dir", "/tmp/x", "--stop-after-batch", "2:0"])
+    assert args.stop_after_batch == (2, 0)

@@ -381,10 +381,84 @@ def read_tf_config(environ=None):
             "is_chief": worker_index == 0}
 
 
+# The ports `local_tf_configs` draws from: below the kernel's ephemeral range
+# (Linux: /proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default;
+# macOS and Windows: 49152-65535), from which the kernel picks the local port of
+# every outgoing connection and of every bind to port 0. A port found free there
+# (the kernel's pick for a bind to port 0, as this was) can go to another
+# process's connection in the seconds before the worker binds it, most likely on
+# a busy machine, and the worker then fails with "address already in use". A
+# port outside that range is only ever taken by a program that asks for it.
+_LOCAL_PORTS = range(20000, 32768)
+
+
+def _ephemeral_ports():
+    """The kernel's ephemeral port range (Linux), or None where it cannot be read."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            low, high = (int(value) for value in handle.read().split())
+    except (OSError, ValueError):
+        return None
+    return range(low, high + 1)
+
+
+def _port_is_free(port):
+    """True when no socket holds `port` on 127.0.0.1 (nor on ::1, where there is one)."""
+    import errno
+    import socket
+
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            handle = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 on this machine
+            continue
+        try:
+            handle.bind((host, port))
+        except OSError as error:
+            if family == socket.AF_INET6 and error.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                continue  # no ::1 here
+            return False
+        finally:
+            handle.close()
+    return True
+
+
+def _free_local_ports(count):
+    """`count` distinct free localhost ports, outside the ephemeral range when it
+    leaves room (see `_LOCAL_PORTS`); else ports the kernel picks (bind to 0)."""
+    import random
+    import socket
+
+    ephemeral = _ephemeral_ports()
+    candidates = [port for port in _LOCAL_PORTS if ephemeral is None or port not in ephemeral]
+    # The operating system's randomness, not `random`'s global generator: that
+    # one is seeded (keras.utils.set_random_seed), and two processes seeded
+    # alike (two test workers, two scripts) would try the same ports together.
+    random.SystemRandom().shuffle(candidates)
+    ports = []
+    for port in candidates:
+        if len(ports) == count:
+            return ports
+        if _port_is_free(port):
+            ports.append(port)
+    sockets = []
+    try:
+        while len(ports) + len(sockets) < count:
+            handle = socket.socket()
+            handle.bind(("localhost", 0))
+            sockets.append(handle)
+        return ports + [handle.getsockname()[1] for handle in sockets]
+    finally:
+        for handle in sockets:
+            handle.close()
+
+
 def local_tf_configs(num_workers):
     """`TF_CONFIG` values for `num_workers` worker processes on this machine.
 
-    Each worker listens on a free localhost port (picked now; bind soon).
+    Each worker listens on a free localhost port (picked now; bind soon),
+    chosen at random below the kernel's ephemeral port range where it can:
+    no outgoing connection of another program takes it in the meantime.
     Give the i-th string to the i-th process as its `TF_CONFIG` environment
     variable; worker 0 is the chief. For trying multi-worker training (and
     for tests) on one machine.
@@ -392,19 +466,7 @@ def local_tf_configs(num_workers):
     Returns:
         A list of `num_workers` JSON strings.
     """
-    import socket
-
     num_workers = check_positive_int("num_workers", num_workers)
-    sockets = []
-    try:
-        for _ in range(num_workers):
-            handle = socket.socket()
-            handle.bind(("localhost", 0))
-            sockets.append(handle)
-        ports = [handle.getsockname()[1] for handle in sockets]
-    finally:
-        for handle in sockets:
-            handle.close()
-    cluster = {"worker": [f"localhost:{port}" for port in ports]}
+    cluster = {"worker": [f"localhost:{port}" for port in _free_local_ports(num_workers)]}
     return [json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})
             for i in range(num_workers)]

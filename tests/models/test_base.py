@@ -20,6 +20,10 @@ BUILDERS = {
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
 def model(request):
+    # A module fixture is set up before the autouse seed of tests/conftest.py:
+    # unseeded, its weights came from whatever the previous test (of this
+    # file or another one on the same pytest-xdist worker) left in the RNGs.
+    keras.utils.set_random_seed(1234)
     return BUILDERS[request.param](source_vocab_size=SOURCE_VOCAB_SIZE, target_vocab_size=11)
 
 

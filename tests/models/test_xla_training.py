@@ -134,14 +134,16 @@ def test_trains_under_xla_on_bucketed_batches(name):
     dataset = bucketed_batches()
     shapes = [(tuple(s.shape), tuple(t.shape)) for (s, t), _ in dataset]
     assert len(set(shapes)) == 2, shapes
-    before = [np.array(w) for w in model.trainable_weights]
+    # w.numpy(), not np.array(w): a Keras Variable's __array__ lacks NumPy 2's
+    # `copy` argument (a DeprecationWarning).
+    before = [np.array(w.numpy()) for w in model.trainable_weights]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history = model.fit(dataset, epochs=1, verbose=0)
     assert jit_warnings(caught) == []
     assert model.jit_compile is True
     assert np.isfinite(history.history["loss"][0])
-    assert max(float(np.max(np.abs(a - np.array(b))))
+    assert max(float(np.max(np.abs(a - b.numpy())))
                for a, b in zip(before, model.trainable_weights, strict=True)) > 1e-4
 
 

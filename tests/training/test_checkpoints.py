@@ -32,7 +32,9 @@ def fit(model, epochs, callbacks, **kwargs):
 
 def state(model):
     """Weights and optimizer variables (Adam's moments, the iteration count)."""
-    return [np.array(v) for v in model.weights + model.optimizer.variables]
+    # v.numpy(), not np.array(v): a Keras Variable's __array__ lacks NumPy 2's
+    # `copy` argument (a DeprecationWarning for every variable).
+    return [np.array(v.numpy()) for v in model.weights + model.optimizer.variables]
 
 
 class Crash(keras.callbacks.Callback):

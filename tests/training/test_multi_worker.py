@@ -10,6 +10,12 @@
 
 Each worker is a fresh process (a strategy must be created before TensorFlow
 runs anything); the ports come from `local_tf_configs`.
+
+Nothing here may pass or fail by the machine's load (issue 44): every wait
+for a process is a deadline of minutes (PROCESS_DEADLINE) that a healthy run
+never comes near, and a worker is killed at a known batch because it stopped
+itself there (`--stop-after-batch`), not because the test was quick enough
+to kill it during a sleep.
 """
 
 import csv
@@ -18,7 +24,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -32,6 +38,12 @@ from tests.processes import popen
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
        "NVIDIA_TF32_OVERRIDE": "0", "CUDA_VISIBLE_DEVICES": ""}
 KERASSEQ = [sys.executable, "-m", "kerasseq_cli"]  # the console script's main
+# Seconds any one worker process (or the test's wait for one of its lines) may
+# take. A deadline, not an expected time: the processes take 10 s to 3 min
+# (the two-worker step: 130-170 s on two busy cores); 20 minutes only end a
+# run that hangs, while the 120-480 s limits they had can be reached under
+# load (240 s was, under a profiler: 505e9bf) and fail a test with nothing wrong.
+PROCESS_DEADLINE = 1200
 
 STEP_SCRIPT = r'''
 import json
@@ -202,7 +214,7 @@ def start_workers(command, count=2, homes=None):
     return processes
 
 
-def finish(processes, timeout=240):
+def finish(processes, timeout=PROCESS_DEADLINE):
     outputs = []
     try:
         for process in processes:
@@ -232,9 +244,9 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     single = popen([sys.executable, "-c", STEP_SCRIPT, "single"], env=ENV, forked=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # About 130-170 s on two busy cores (pytest-xdist's other worker beside
-    # them): the timeout leaves room for a slower machine.
-    workers = finish(start_workers([sys.executable, "-c", STEP_SCRIPT, "workers"]), timeout=480)
-    single_code, single_out, single_err = finish([single], timeout=480)[0]
+    # them): PROCESS_DEADLINE leaves room for a much slower machine.
+    workers = finish(start_workers([sys.executable, "-c", STEP_SCRIPT, "workers"]))
+    single_code, single_out, single_err = finish([single])[0]
     for code, _, err in workers:
         assert code == 0, err[-3000:]
     assert single_code == 0, single_err[-3000:]
@@ -268,12 +280,28 @@ def test_two_workers_step_equals_single_process_step_with_clipping():
     assert max_difference(chief["smoothing"]["weights"], one["none"]["weights"]) > 1e-3
 
 
-def _wait_for_batch(process, text, seconds=180):
-    deadline, seen = time.time() + seconds, ""
-    while text not in seen:
-        assert time.time() < deadline, seen[-2000:]
-        assert process.poll() is None, process.stderr.read()[-3000:]
-        seen += process.stderr.readline()
+def _wait_for_batch(process, text, seconds=PROCESS_DEADLINE):
+    """Read `process`'s stderr until a line holds `text`.
+
+    The deadline is minutes (the workers' start-up and first epoch come before
+    the line, and a loaded machine can stretch them past the 180 s this had),
+    and a watchdog enforces it: a `readline` that blocks on a silent process
+    cannot check a deadline itself, so the watchdog kills the process, which
+    ends the read.
+    """
+    watchdog = threading.Timer(seconds, process.kill)
+    watchdog.start()
+    seen = ""
+    try:
+        while text not in seen:
+            line = process.stderr.readline()
+            if not line:  # the process ended (by itself, or killed by the watchdog)
+                process.wait()
+                raise AssertionError(f"no {text!r} within {seconds} s (exit status "
+                                     f"{process.returncode}):\n{seen[-3000:]}")
+            seen += line
+    finally:
+        watchdog.cancel()
 
 
 def train_command(output_dir, epochs, *extra):
@@ -296,18 +324,23 @@ def test_cli_workers_kill_one_then_rerun_resumes(tmp_path):
     for home in homes:
         home.mkdir()
     run_dir, worker_dir = str(homes[0] / "run"), str(homes[1] / "run")
-    # Slow batches: worker 0 reports each finished batch on stderr.
-    processes = start_workers(train_command("run", 3, "--slow-batches", "0.4",
-                                            "--tensorboard-sources", "2"), homes=homes)
+    # Worker 1 stops itself (SIGSTOP) after batch 1 of epoch 1, where the test
+    # kills it: the chief cannot get past the next all-reduce without it, so the
+    # kill lands mid-epoch 1 however late the test reads the line. (It was a
+    # 0.4 s sleep after each batch: on a loaded machine the test read the line
+    # late, and the workers could be further on, or done, when it killed.)
+    command = train_command("run", 3, "--tensorboard-sources", "2")
+    processes = start_workers([command, [*command, "--stop-after-batch", "1:1"]], homes=homes)
     chief, worker = processes
     try:
-        _wait_for_batch(chief, "kerasseq-debug: epoch 1 batch 1 done")
+        _wait_for_batch(worker, "kerasseq-debug: epoch 1 batch 1 done")
         # Epoch 0 is finished and backed up by both workers: kill one mid-epoch 1.
         # The chief notices (no heartbeats, no --collective-timeout here) and
-        # ends with one clear line instead of waiting in its all-reduce.
+        # ends with one clear line instead of waiting in its all-reduce; its
+        # heartbeat checks run every 30 s, so it takes up to a minute or so.
         os.kill(worker.pid, signal.SIGKILL)
-        worker.wait(timeout=30)
-        _, err = chief.communicate(timeout=120)
+        worker.wait(timeout=PROCESS_DEADLINE)
+        _, err = chief.communicate(timeout=PROCESS_DEADLINE)
     finally:
         for process in processes:
             if process.poll() is None:
@@ -367,12 +400,37 @@ def test_tf_config_with_a_chief():
         "is_chief": False}
 
 
+def test_local_tf_configs_ports_are_free_distinct_and_not_ephemeral():
+    """The workers' ports are drawn outside the kernel's ephemeral range, where
+    no other program's outgoing connection takes them before a worker binds
+    them; at random (not from the seeded `random`), so that two test workers
+    seeded alike do not draw the same ports at once."""
+    import random
+
+    from kerasseq.training import distribute
+
+    def ports():
+        random.seed(0)
+        return [int(json.loads(config)["cluster"]["worker"][i].rsplit(":", 1)[1])
+                for i, config in enumerate(local_tf_configs(3))]
+
+    first, second = ports(), ports()
+    assert len(set(first)) == 3 and first != second
+    ephemeral = distribute._ephemeral_ports()
+    for port in first:
+        assert port in distribute._LOCAL_PORTS and distribute._port_is_free(port)
+        assert ephemeral is None or port not in ephemeral
+    for i, config in enumerate(local_tf_configs(2)):
+        assert read_tf_config({"TF_CONFIG": config})["task_index"] == i
+
+
 def test_cli_multi_worker_without_tf_config_is_one_line(tmp_path):
     # (TF_CPP_MIN_LOG_LEVEL unset: the CLI then hides TensorFlow's start-up lines itself)
     env = {key: value for key, value in ENV.items()
            if key not in ("TF_CONFIG", "TF_CPP_MIN_LOG_LEVEL")}
+    # (a fresh Python that imports TensorFlow: minutes on a loaded machine)
     result = subprocess.run(train_command(str(tmp_path / "run"), 1), env=env,
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=PROCESS_DEADLINE)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "TF_CONFIG environment variable" in lines[0], result.stderr
