@@ -10,7 +10,12 @@ from kerasseq.data.cmudict import (
     parse_cmudict_lines,
 )
 from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
-from kerasseq.data.pipeline import batch_shapes, make_dataset, make_source_dataset, pad_batch
+from kerasseq.data.pipeline import (
+    batch_shapes,
+    make_dataset,
+    make_source_dataset,
+    pad_batch,
+)
 from kerasseq.data.sword import BiblePair, SwordError, load_bible_pairs
 from kerasseq.data.tokenizer import (
     END_ID,
