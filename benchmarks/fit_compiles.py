@@ -41,10 +41,10 @@ import sys
 import time
 
 
-def _configurations(models, pipelines, gpu):
+def _configurations(models, pipelines, jits, gpu):
     for model in models:
         for pipeline in pipelines:
-            for jit in (True, False):
+            for jit in jits:
                 yield {"model": model, "pipeline": pipeline, "jit": jit, "cudnn": False}
         if model == "rnn" and gpu and "fixed" in pipelines:
             yield {"model": model, "pipeline": "fixed", "jit": False, "cudnn": True}
@@ -158,6 +158,8 @@ def main(argv=None):
     parser.add_argument("--pipelines", default="tight,fixed",
                         help="tight,fixed (default both; on a GPU tight with XLA compiles a "
                              "program almost every batch)")
+    parser.add_argument("--jit", choices=["both", "on", "off"], default="both",
+                        help="jit_compile=True and False (both), or one of them")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
@@ -180,7 +182,8 @@ def main(argv=None):
               f"{'compile s':>9} {'epoch 1 s':>9} {'epoch 2 s':>9} {'end 2 s':>8} {'step s':>7}")
     print(header, flush=True)
     results = []
-    for config in _configurations(models, args.pipelines.split(","), gpu):
+    jits = {"both": (True, False), "on": (True,), "off": (False,)}[args.jit]
+    for config in _configurations(models, args.pipelines.split(","), jits, gpu):
         result = _run_child(config, args)
         results.append(result)
         epoch_2 = f"{result['epoch_s'][1]:9.1f}" if len(result["epoch_s"]) > 1 else f"{'-':>9}"
