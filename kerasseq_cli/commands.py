@@ -221,8 +221,13 @@ def train(args):
             metrics=[MaskedTokenAccuracy()],
         )
     # What the strategy needs (one machine or each worker's shard): TrainingRun decides.
+    # Fixed batch shapes where Keras' `fit` compiles with XLA (its "auto": a GPU),
+    # one program per shape; without XLA each batch is only as long as its
+    # longest sequence, which made a steady epoch of the README RNN 22 % shorter
+    # on CPU (benchmarks/README.md, "Training compiles").
     train_data, dev_data = run.datasets(train_pairs, dev_pairs, source_tokenizer,
-                                        target_tokenizer, args.batch_size, seed=args.seed)
+                                        target_tokenizer, args.batch_size, seed=args.seed,
+                                        fixed_shapes=bool(model.jit_compile))
     extra = ([_slow_batches_callback(args.slow_batches, args.stop_after_batch)]
              if args.slow_batches or args.stop_after_batch else [])
     if run.is_chief and args.tensorboard:  # (the chief only writes files)

@@ -79,11 +79,9 @@ def translations(stdout):
 @pytest.fixture(scope="module")
 def trained_dir(tmp_path_factory):
     output = str(tmp_path_factory.mktemp("cli") / "g2p")
-    # A large learning rate and small batches, so that two epochs give non-empty
-    # translations (the 40 words make about 11 batches an epoch of 4 rows; at 16
-    # rows, in make_dataset's few length buckets, 4 batches were too few steps).
+    # A large learning rate, so that two epochs give non-empty translations.
     result = kerasseq("train", "--epochs", "2", "--learning-rate", "1e-2", "--output-dir", output,
-                      *TINY, "--batch-size", "4")
+                      *TINY)
     assert result.returncode == 0, result.stderr[-2000:]
     return output
 

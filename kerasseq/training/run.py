@@ -309,7 +309,7 @@ class TrainingRun:
         return os.path.getmtime(best_path) > os.path.getmtime(backup_file)
 
     def datasets(self, train_pairs, dev_pairs, source_tokenizer, target_tokenizer, batch_size,
-                 seed=0, bucket_boundaries="auto"):
+                 seed=0, bucket_boundaries="auto", fixed_shapes=True):
         """The training and dev data `fit` wants for this run's strategy.
 
         One machine: `kerasseq.data.make_dataset` batches (training batches
@@ -327,6 +327,10 @@ class TrainingRun:
             batch_size: int, the global batch (a multiple of the replicas).
             seed: int, the shuffle seed of the training data.
             bucket_boundaries: as in `make_dataset` (`"auto"`: by length).
+            fixed_shapes: as in `make_dataset`: True (a few batch shapes, what
+                XLA wants) or False (each batch as long as its longest
+                sequence: less padding where no XLA compiles; `kerasseq train`
+                passes the compiled model's `jit_compile`).
 
         Returns:
             `(train_data, dev_data)`; `dev_data` is None without dev pairs.
@@ -348,8 +352,9 @@ class TrainingRun:
                 pairs, source_tokenizer, target_tokenizer, batch_size=batch_size, **options),
                 replicas)
 
-        return (batches(train_pairs, seed=seed, bucket_boundaries=bucket_boundaries),
-                batches(dev_pairs, shuffle=False) if dev_pairs else None)
+        return (batches(train_pairs, seed=seed, bucket_boundaries=bucket_boundaries,
+                        fixed_shapes=fixed_shapes),
+                batches(dev_pairs, shuffle=False, fixed_shapes=fixed_shapes) if dev_pairs else None)
 
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
             keep_checkpoints=0):

@@ -195,3 +195,20 @@ def test_best_model_newer_than_the_kept_backup_is_discarded(tmp_path, best_writt
     assert best.exists() == (best_written == "before the backup")
     assert threshold == (0.8 if best.exists() else None)
     assert read_history(str(run_dir / "history.csv"))["epoch"] == [0, 1]
+
+
+@pytest.mark.parametrize("fixed_shapes", [True, False])
+def test_datasets_pass_fixed_shapes_to_both_splits(tmp_path, fixed_shapes):
+    """`kerasseq train` asks for fixed shapes where fit compiles with XLA only."""
+    from kerasseq.data import TextTokenizer, batch_shapes
+    from kerasseq.training import TrainingRun
+
+    words = ["cat", "dog", "a", "tiger", "ox"]
+    pairs = [(word, word[::-1]) for word in words]
+    tokenizer = TextTokenizer.from_texts(words, split="character")
+    train, dev = TrainingRun(str(tmp_path)).datasets(pairs, pairs[:3], tokenizer, tokenizer,
+                                                     batch_size=4, fixed_shapes=fixed_shapes)
+    for data, examples in ((train, 5), (dev, 3)):
+        rows = sorted(rows for ((rows, _), *_) in batch_shapes(data).elements())
+        assert rows == ([4] * len(rows) if fixed_shapes else rows) and sum(rows) >= examples
+        assert fixed_shapes or sum(rows) == examples
