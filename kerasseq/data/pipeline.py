@@ -189,7 +189,9 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     epoch of 10,000 CMUdict words has 3 shapes; a batch's loss is the one
     of its examples without the padding. `fixed_shapes=False` pads each
     batch only to its own longest sequence and keeps the short last batch:
-    less padding, one shape per batch.
+    less padding, one shape per batch, which pays only where `fit` runs
+    without XLA (`kerasseq train` passes `fixed_shapes=model.jit_compile`;
+    `benchmarks/fit_compiles.py`).
 
     Args:
         pairs: list of `(source_text, target_text)` str pairs.
