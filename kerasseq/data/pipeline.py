@@ -96,6 +96,14 @@ def pad_batch(inputs, target_out, rows, length=None):
     """
     source_ids, target_in, links = split_inputs(inputs)
     count = rows - tf.shape(target_out)[0]
+    checks = [tf.debugging.assert_non_negative(
+        count, message="pad_batch: rows must be >= the batch's row count")]
+    if length is not None:
+        longest = tf.reduce_max([tf.shape(source_ids)[1], tf.shape(target_in)[1]])
+        checks.append(tf.debugging.assert_greater_equal(
+            length, longest, message="pad_batch: length must be >= the batch's column counts"))
+    with tf.control_dependencies(checks):
+        count = tf.identity(count)
 
     def padded(ids, first_id=None, columns=length):
         if columns is not None:

@@ -310,3 +310,19 @@ def test_padded_batches_have_the_unpadded_loss_and_gradients(tokenizers):
                 np.testing.assert_allclose(tf.convert_to_tensor(g_fixed).numpy(),
                                            tf.convert_to_tensor(g_tight).numpy(),
                                            rtol=1e-4, atol=1e-6)
+
+
+def test_pad_batch_refuses_fewer_rows_or_columns_than_the_batch():
+    from kerasseq.data import pad_batch
+
+    source = tf.constant([[5, 6, 0], [7, 8, 9]], tf.int32)
+    target_in = tf.constant([[2, 5], [2, 6]], tf.int32)
+    target_out = tf.constant([[5, 3], [6, 3]], tf.int32)
+    (padded_source, padded_in), padded_out = pad_batch((source, target_in), target_out, 3, 4)
+    np.testing.assert_array_equal(padded_source, [[5, 6, 0, 0], [7, 8, 9, 0], [END_ID, 0, 0, 0]])
+    np.testing.assert_array_equal(padded_in, [[2, 5, 0, 0], [2, 6, 0, 0], [START_ID, 0, 0, 0]])
+    np.testing.assert_array_equal(padded_out, [[5, 3, 0, 0], [6, 3, 0, 0], [0, 0, 0, 0]])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="rows must be >= the batch's row"):
+        pad_batch((source, target_in), target_out, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="length must be >= the batch's"):
+        pad_batch((source, target_in), target_out, 2, 2)
