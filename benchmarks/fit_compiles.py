@@ -8,6 +8,8 @@ run, for each model, pipeline and `jit_compile`:
 - `shapes`: distinct batch shapes of epoch 1 (what the train function sees;
   with `jit_compile=True` XLA compiles one program for each);
 - `all`: distinct batch shapes over all the epochs run;
+- `positions`: source positions of epoch 1, padding included (rows x
+  columns of every batch: the work the padding adds);
 - `compile s`: seconds the first batch of each new shape took beyond a
   steady step (tracing + compiling), summed over epoch 1;
 - `epoch 1 s`, `epoch 2 s`: wall seconds to the end of each epoch;
@@ -127,7 +129,9 @@ def run_one(config, words_count, epochs, batch_size):
             compile_seconds += max(0.0, seconds - steady)
     ends = [end for end, _, _ in times.epochs]
     every = {shape for epoch_shapes in epochs_shapes for shape in epoch_shapes}
-    return {**config, "shapes": len(seen), "all_shapes": len(every), "batches": len(first_epoch),
+    positions = sum(rows * columns for ((rows, columns), *_) in shapes)  # (source_ids first)
+    return {**config, "shapes": len(seen), "all_shapes": len(every), "positions": positions,
+            "batches": len(first_epoch),
             "compile_s": compile_seconds, "epoch_s": [ends[0]] + [
                 b - a for a, b in zip(ends, ends[1:], strict=False)],
             "end_s": ends, "step_s": steady, "loss": [loss for _, _, loss in times.epochs]}
@@ -178,7 +182,7 @@ def main(argv=None):
         tf.config.list_physical_devices("GPU")[0]).get("device_name", "") if gpu else "CPU"
     print(f"fit_compiles: {args.words:,} CMUdict words, batch {args.batch_size}, "
           f"{args.epochs} epochs, {device}, TensorFlow {tf.__version__}", flush=True)
-    header = (f"{'model':<11} {'pipe':<6} {'jit':<6} {'shapes':>6} {'all':>4} "
+    header = (f"{'model':<11} {'pipe':<6} {'jit':<6} {'shapes':>6} {'all':>4} {'positions':>9} "
               f"{'compile s':>9} {'epoch 1 s':>9} {'epoch 2 s':>9} {'end 2 s':>8} {'step s':>7}")
     print(header, flush=True)
     results = []
@@ -187,7 +191,8 @@ def main(argv=None):
         result = _run_child(config, args)
         results.append(result)
         epoch_2 = f"{result['epoch_s'][1]:9.1f}" if len(result["epoch_s"]) > 1 else f"{'-':>9}"
-        print(f"{_name(result)} {result['shapes']:>6} {result['all_shapes']:>4} {result['compile_s']:>9.1f} "
+        print(f"{_name(result)} {result['shapes']:>6} {result['all_shapes']:>4} "
+              f"{result['positions']:>9,} {result['compile_s']:>9.1f} "
               f"{result['epoch_s'][0]:>9.1f} {epoch_2} {result['end_s'][-1]:>8.1f} "
               f"{result['step_s']:>7.3f}", flush=True)
     print("\nfixed against tight (same model and jit):")
