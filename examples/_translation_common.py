@@ -56,6 +56,10 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
     """
     source_tokenizer, target_tokenizer = tokenizers
     if name.startswith("transformer"):
+        # one vocabulary for both languages (`--shared-vocabulary-size`): one
+        # embedding matrix, also the output projection (three-way tying)
+        shared = ({"share_embeddings": True, "tie_output": True}
+                  if getattr(args, "shared_vocabulary_size", 0) else {})
         guided = {}
         if name == "transformer_guided":  # one cross-attention head trained to align
             guided = dict(guided_alignment_weight=args.guided_alignment_weight,
@@ -65,7 +69,7 @@ def build_model(name, args, tokenizers, positions, max_target_length, norm_first
             num_layers=args.layers, d_model=args.d_model, num_heads=args.heads, dff=args.dff,
             dropout=args.transformer_dropout, max_positions=positions, norm_first=norm_first,
             source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, name=name,
-            **guided)
+            **guided, **shared)
         optimizer = transformer_optimizer(args.d_model, warmup_steps=args.warmup_steps,
                                           scale=args.lr_scale, clipnorm=1.0)
     else:

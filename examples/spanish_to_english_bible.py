@@ -84,8 +84,20 @@ LENGTH_BUCKETS = (0, 10, 20, 30, 40, 60)  # source words
 POSITIONS = 256  # the Transformer's position table; test sources are cut to it
 
 
-def make_tokenizers(train_pairs, source_size, target_size):
-    """WordPiece tokenizers learned on the training verses: Spanish lower-cased, English cased."""
+def make_tokenizers(train_pairs, source_size, target_size, shared_size=0):
+    """WordPiece tokenizers learned on the training verses: Spanish lower-cased, English cased.
+
+    With `shared_size` > 0 both use one vocabulary of at most that many ids,
+    learned on the lower-cased Spanish and the cased English verses together
+    (a joint subword vocabulary, as Marian and fairseq recipes use with tied
+    embeddings: names spelt alike in the two Bibles get the same pieces).
+    """
+    if shared_size:
+        pieces = WordPieceTextTokenizer.from_texts(
+            [pair.source.lower() for pair in train_pairs] + [pair.target for pair in train_pairs],
+            max_tokens=shared_size, lowercase=False).vocabulary
+        return (WordPieceTextTokenizer(pieces, lowercase=True, name="source_tokenizer"),
+                WordPieceTextTokenizer(pieces, lowercase=False, name="target_tokenizer"))
     source = WordPieceTextTokenizer.from_texts(
         [pair.source for pair in train_pairs], max_tokens=source_size, lowercase=True,
         name="source_tokenizer")
@@ -105,19 +117,63 @@ def search_settings(args):
     return settings
 
 
+class StopAfterSteps(keras.callbacks.Callback):
+    """Stops `fit` after `steps` optimizer steps in all: `--max-steps`, the way
+    to repeat a recorded run's amount of training on a machine of another speed."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.steps:
+            self.model.stop_training = True
+
+
+def library_versions():
+    """The versions that decide a run's numbers, for results.json."""
+    import platform
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for package in ("tensorflow", "keras", "keras-hub", "numpy", "sacrebleu", "eflomal"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def machine():
+    import platform
+
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
+                  if line.startswith("model name")), platform.processor()) \
+        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    return {"cpu": model, "cores": os.cpu_count()}
+
+
 class FitClock(keras.callbacks.Callback):
     """Puts the minutes since `fit` began into each epoch's logs (`fit_minutes`):
     the x axis of the learning curves (dev BLEU against minutes of training).
     First in the callback list, so it reads the clock before the dev scoring
     of that epoch runs: an epoch's minutes are those of its training steps and
-    of the earlier epochs' dev scoring."""
+    of the earlier epochs' dev scoring. Also logs the epoch's batches
+    (`batches`; fewer in an epoch cut by a time or step limit)."""
 
     def on_train_begin(self, logs=None):
         self._started = time.monotonic()
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches = batch + 1
+
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
             logs["fit_minutes"] = round((time.monotonic() - self._started) / 60, 3)
+            logs["batches"] = self._batches
 
 
 def train(name, args, data, tokenizers, dev_pairs):
@@ -134,8 +190,12 @@ def train(name, args, data, tokenizers, dev_pairs):
                                     patience=args.patience, **search_settings(args))
     callbacks = [FitClock(), dev_bleu, KeepLastCheckpoints(os.path.join(directory, "checkpoints"),
                                                keep=args.keep_checkpoints)]
+    time_limit = None
     if args.time_limit_minutes:
-        callbacks.append(TimeLimit(args.time_limit_minutes * 60))
+        time_limit = TimeLimit(args.time_limit_minutes * 60)
+        callbacks.append(time_limit)
+    if args.max_steps:
+        callbacks.append(StopAfterSteps(args.max_steps))
     print(f"--- {name}: {model.count_params():,} parameters", flush=True)
     started = time.time()
     history = model.fit(data[0], validation_data=data[1], epochs=args.epochs,
@@ -145,6 +205,15 @@ def train(name, args, data, tokenizers, dev_pairs):
         "parameters": int(model.count_params()),
         "train_seconds": round(time.time() - started, 1),
         "best_epoch": dev_bleu.best_epoch,
+        "steps": int(model.optimizer.iterations.numpy()),
+        "batches_per_epoch": int(history.history["batches"][0]),
+        "time_limit_minutes": args.time_limit_minutes,
+        "stopped_by_time_limit": bool(time_limit and time_limit.stopped_at_epoch is not None),
+        "max_steps": args.max_steps,
+        "seed": args.seed,
+        "vocabulary_sizes": [tokenizers[0].vocabulary_size, tokenizers[1].vocabulary_size],
+        "libraries": library_versions(),
+        "machine": machine(),
         "history": {key: [float(value) for value in values]
                     for key, values in history.history.items()},
     }
@@ -290,6 +359,10 @@ def make_parser():
                              "transformer_guided trains one cross-attention head to align")
     parser.add_argument("--source-vocabulary-size", type=int, default=6000)
     parser.add_argument("--target-vocabulary-size", type=int, default=5000)
+    parser.add_argument("--shared-vocabulary-size", type=int, default=0,
+                        help="one WordPiece vocabulary of this many ids for both languages, "
+                             "with the Transformer's embeddings shared and tied to its output "
+                             "(0: one vocabulary per language)")
     parser.add_argument("--max-pieces", type=int, default=100,
                         help="drop training pairs with more pieces on either side")
     parser.add_argument("--max-output-pieces", type=int, default=200,
@@ -302,7 +375,10 @@ def make_parser():
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--patience", type=int, default=4)
     parser.add_argument("--time-limit-minutes", type=float, default=None,
-                        help="training budget per model")
+                        help="training budget per model (wall clock)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="stop after this many optimizer steps (the `steps` a recorded run "
+                             "gives in its history.json: the same training on any machine)")
     parser.add_argument("--keep-checkpoints", type=int, default=5,
                         help="last epochs kept for checkpoint averaging")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -359,6 +435,7 @@ def main(argv=None):
         args.layers, args.d_model, args.heads, args.dff = 1, 16, 2, 32
         args.num_beams, args.length_penalties, args.max_output_pieces = 2, [0.0], 24
         args.keep_checkpoints = 2
+        args.shared_vocabulary_size = args.shared_vocabulary_size and 600
     try:
         splits, report = load_data(args)
     except SwordError as error:
@@ -370,7 +447,7 @@ def main(argv=None):
     results_path = os.path.join(args.output_dir, "results.json")
     if args.phase in ("train", "all"):
         tokenizers = make_tokenizers(splits["train"], args.source_vocabulary_size,
-                                     args.target_vocabulary_size)
+                                     args.target_vocabulary_size, args.shared_vocabulary_size)
         print(f"WordPiece: {tokenizers[0].vocabulary_size} Spanish / "
               f"{tokenizers[1].vocabulary_size} English ids", flush=True)
         data = (
