@@ -274,6 +274,7 @@ def real_pairs():
     return _real_modules_or_skip()
 
 
+@pytest.mark.slow
 def test_real_modules_pair_about_31k_verses(real_pairs):
     pairs, report = real_pairs
     assert 30_000 < len(pairs) < 31_077

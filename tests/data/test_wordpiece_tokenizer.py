@@ -355,6 +355,7 @@ def test_export_loads_and_translates_with_tensorflow_text_and_without_kerasseq(
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_trains_and_translates_with_wordpiece(tmp_path, capsys):
     from kerasseq_cli import main
     from kerasseq_cli.commands import load_model
