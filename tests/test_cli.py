@@ -521,7 +521,6 @@ def test_translate_alignments(trained_dir, trained_model, direct_alignments):
         bad.stderr
 
 
-@pytest.mark.slow
 def test_export_alignments_serves_the_links_of_translate(trained_dir, trained_model, tmp_path,
                                                          beam2_export, direct_alignments):
     """`kerasseq export --alignments`: the door the Python export had and the CLI lacked."""

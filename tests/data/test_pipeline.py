@@ -249,6 +249,7 @@ def test_fixed_shapes_argument_is_checked(tokenizers):
         make_dataset(PAIRS, source, target, fixed_shapes="yes")
 
 
+@pytest.mark.slow
 def test_demo_data_trains_on_few_shapes():
     """The README's data (the first 10,000 CMUdict training words, batch 64,
     bucket_boundaries="auto"): at most 8 batch shapes an epoch, so Keras' fit

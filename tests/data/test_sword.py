@@ -292,6 +292,7 @@ def test_real_modules_pair_about_31k_verses(real_pairs):
     assert all(len(splits) == 1 for splits in chapters.values())
 
 
+@pytest.mark.slow
 def test_real_modules_no_test_target_in_train(real_pairs):
     pairs, _ = real_pairs
 
