@@ -1,18 +1,26 @@
-# Two entry points, both self-installing on a fresh machine with Python 3.11:
-#   make demo   - create .venv, install kerasseq, train a small G2P model, translate, save
-#   make test   - create .venv, install kerasseq[dev], run the whole test suite
+# Entry points, each self-installing on a fresh machine with Python 3.11:
+#   make demo     - create .venv, install kerasseq, train a small G2P model, translate, save
+#   make test     - create .venv, install kerasseq[dev], run the behaviour tests
+#                   (pytest -m "not slow": every component against its reference)
+#   make test-all - the same install, then every test: also the `slow` ones (docs
+#                   pages, examples, multi-worker processes, browser, notebooks);
+#                   what CI (.ci/run) runs
+# CONSTRAINTS=FILE installs with `pip -c FILE`: .ci/run passes .ci/floor.txt, the
+# floor of every range in setup.cfg's install_requires, so CI tests the floor.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kerasseq-installed
 PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+CONSTRAINTS ?=
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test test-all lint clean
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,7 +29,10 @@ demo: install
 	$(BIN)/kerasseq demo --output-dir runs/demo
 
 test: install
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	$(PYTEST) -m "not slow" tests
+
+test-all: install docs-assets
+	$(PYTEST) tests
 
 lint: install
 	$(BIN)/ruff check kerasseq kerasseq_cli tests examples benchmarks
@@ -38,9 +49,9 @@ clean:
 # browser of tests/test_docs_browser.py; graphviz, which keras.utils.plot_model
 # calls through pydot (the `plot` extra).
 # --no-install-recommends: without it libsword-utils brings about 200 packages.
-# Not a dependency of `make test`: without them the tests that need them are
-# skipped (with the reason) and Bengali labels are drawn with a warning.
-# .ci/run calls it.
+# Not a dependency of `make test` or `make test-all`: without them the tests
+# that need them are skipped (with the reason) and Bengali labels are drawn
+# with a warning. .ci/run calls it.
 EXAMPLES_PACKAGES := dict-freedict-deu-eng fonts-lohit-beng-bengali libsword-utils sword-text-sparv sword-text-web chromium graphviz
 .PHONY: examples-data
 examples-data:
@@ -58,7 +69,7 @@ examples-data:
 # dependencies, no node_modules) and only dist/mermaid.min.js (3.5 MB) is kept,
 # under build/ (ignored by git). Best effort: without npm or the registry the
 # site is built without it and tests/test_docs_browser.py is skipped, saying so.
-# `make test` runs it; the stamp names the version, so a new one is fetched.
+# `make test-all` runs it; the stamp names the version, so a new one is fetched.
 MERMAID_VERSION := 11.17.2
 DOCS_ASSETS := build/docs-assets
 MERMAID_STAMP := $(DOCS_ASSETS)/mermaid/.version-$(MERMAID_VERSION)
@@ -75,4 +86,3 @@ $(MERMAID_STAMP):
 	  echo "docs-assets: npm could not fetch mermaid@$(MERMAID_VERSION); the docs draw no diagram offline and tests/test_docs_browser.py will be skipped"; \
 	fi; \
 	rm -rf "$$tmp"
-test: docs-assets

@@ -178,6 +178,7 @@ def trained(tokenizers):
     return {kind: _trained(kind, tokenizers) for kind in ("transformer", "rnn")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_real_models_alignments_match_their_attention(tokenizers, trained, kind):
     source_tokenizer, target_tokenizer, sources, targets = tokenizers
@@ -225,6 +226,7 @@ def test_real_models_alignments_match_their_attention(tokenizers, trained, kind)
         assert len(result["links"]) == len(split_words(targets[index]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["transformer", "rnn"])
 def test_export_alignments_signature_equals_translate(tokenizers, trained, kind, tmp_path):
     import tensorflow_text  # noqa: F401  (the WordPiece ops of the export)

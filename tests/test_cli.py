@@ -388,6 +388,7 @@ def test_foreign_saved_model_is_one_line_error(tmp_path, capsys):
     assert f"{disguised!r}: the serving_default signature does not map" in line
 
 
+@pytest.mark.slow
 def test_tsv_dataset_trains_translates_and_evaluates(tmp_path, capsys):
     """`train --dataset tsv:PATH` end to end in a process of its own; the
     trained model then translates and `evaluate` reports BLEU and chrF."""
@@ -429,6 +430,7 @@ def test_unknown_tfds_dataset_is_one_line_error(tmp_path, capsys):
     assert "could not load" in line
 
 
+@pytest.mark.slow
 def test_a_run_whose_loss_becomes_nan_stops_and_saves_nothing(tmp_path):
     """--learning-rate 1e30 makes the loss NaN in epoch 1: exit 2, no NaN model written."""
     output = tmp_path / "nan"

@@ -85,6 +85,7 @@ def test_average_errors_are_one_line(run_dir, tmp_path, capsys):
     assert "share one architecture" in _error_line(capsys)
 
 
+@pytest.mark.slow
 def test_translate_evaluate_and_export_an_ensemble(run_dir, tmp_path, capsys):
     members = [os.path.join(run_dir, "model.keras"),
                os.path.join(run_dir, "checkpoints", "epoch_002.keras")]

@@ -161,6 +161,7 @@ DEFAULT_PRINT_OPTIONS = np.get_printoptions()  # at import: NumPy's defaults
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
+@pytest.mark.slow
 def test_docs_page_code_runs(page, tmp_path, monkeypatch):
     run_page(page, tmp_path, monkeypatch)
 
@@ -260,6 +261,7 @@ def test_update_mode_rewrites_only_the_output_blocks_that_differ():
     assert _updated_outputs(page, {}) == page
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[dev]')")
     pytest.importorskip("material", reason="mkdocs-material is not installed")

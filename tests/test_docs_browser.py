@@ -55,6 +55,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the docs site in a browser: `make test-all` only
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 VENDOR = "assets/vendor"

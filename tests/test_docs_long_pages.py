@@ -4,6 +4,8 @@ import pytest
 
 from tests.test_docs import DOCS, LONG_PAGES, run_page
 
+pytestmark = pytest.mark.slow  # the long docs pages: `make test-all` only
+
 PAGES = [DOCS / name for name in LONG_PAGES]
 
 

@@ -41,6 +41,8 @@ from tests.test_docs import (
     python_blocks,
 )
 
+pytestmark = pytest.mark.slow  # the docs pages' notebooks: `make test-all` only
+
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (pip install -e '.[dev]')")
 pytest.importorskip("jupytext", reason="jupytext is not installed (pip install -e '.[dev]')")
 pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[dev]')")

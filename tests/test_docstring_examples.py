@@ -15,6 +15,7 @@ import pkgutil
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 
 import kerasseq
@@ -26,6 +27,7 @@ def _modules():
             yield importlib.import_module(info.name)
 
 
+@pytest.mark.slow
 def test_every_docstring_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     finder = doctest.DocTestFinder()

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the examples: `make test-all` only
+
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.test_examples import EXAMPLES, load_example
 
+pytestmark = pytest.mark.slow  # the examples: `make test-all` only
+
 
 def _modules_or_skip():
     from kerasseq.data.sword import SwordError, load_module

@@ -10,6 +10,8 @@ import pytest
 
 from tests.test_examples import load_example
 
+pytestmark = pytest.mark.slow  # the examples: `make test-all` only
+
 
 def test_g2p_cmudict_transformer_smoke(tmp_path):
     module = load_example("g2p_cmudict")

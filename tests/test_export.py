@@ -246,6 +246,7 @@ def beam_translate(model, texts, num_return=1):
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fresh_process_matches_in_process_translate(g2p_model, served):
     model, words = g2p_model
     assert served["kerasseq_imported"] is False
@@ -255,6 +256,7 @@ def test_fresh_process_matches_in_process_translate(g2p_model, served):
     assert any(expected), "the fixture model should produce some phonemes"
 
 
+@pytest.mark.slow
 def test_fresh_process_nbest_matches_in_process_translate(g2p_model, served):
     model, words = g2p_model
     expected, expected_scores = beam_translate(model, words, num_return=NUM_BEAMS)
@@ -265,6 +267,7 @@ def test_fresh_process_nbest_matches_in_process_translate(g2p_model, served):
     assert [row[0] for row in served["words"]["translations"]] == served["words"]["translation"]
 
 
+@pytest.mark.slow
 def test_blank_texts_give_empty_translation_and_zero_score(g2p_model, served):
     model, words = g2p_model
     blank = served["blank"]
@@ -280,6 +283,7 @@ def test_blank_texts_give_empty_translation_and_zero_score(g2p_model, served):
     )
 
 
+@pytest.mark.slow
 def test_unknown_characters_and_long_inputs_are_translated(g2p_model, served):
     model, _ = g2p_model
     expected, expected_scores = beam_translate(model, [UNKNOWN_TEXT])
@@ -293,12 +297,14 @@ def test_unknown_characters_and_long_inputs_are_translated(g2p_model, served):
         assert not any(math.isnan(score) for score in served[name]["score"]), name
 
 
+@pytest.mark.slow
 def test_empty_batch_gives_empty_outputs(served):
     empty = served["empty_batch"]
     assert empty["translation_shape"] == [0] and empty["translation"] == []
     assert empty["translations_shape"] == [0, NUM_BEAMS] and empty["scores"] == []
 
 
+@pytest.mark.slow
 def test_transformer_export_matches_in_process_translate(g2p_model, transformer_export,
                                                         all_served):
     model, path = transformer_export
@@ -334,6 +340,7 @@ def assert_same_outputs(got, expected, where):
             assert got[name] == value, where
 
 
+@pytest.mark.slow
 def test_session_based_loader_serves_every_signature_like_tf_saved_model_load(
         rnn_export, transformer_export, other_exports, all_served):
     """Each signature of each export answers each request the same through
@@ -357,6 +364,7 @@ def links_string(links):
     return " ".join(f"{i}-{j}" for i, j in links)
 
 
+@pytest.mark.slow
 def test_alignments_signature_matches_in_process_translate(g2p_model, rnn_export,
                                                            transformer_export, all_served):
     _, words = g2p_model
@@ -377,6 +385,7 @@ def test_alignments_signature_matches_in_process_translate(g2p_model, rnn_export
 
 
 @pytest.mark.parametrize("kind", ["ensemble", "guided_mixed_precision"])
+@pytest.mark.slow
 def test_other_exports_match_in_process_translate(g2p_model, other_exports, all_served, kind):
     """An ensemble and a guided-alignment, mixed-precision Transformer: every
     signature (served by both loaders, see above) equals `translate`.
@@ -443,6 +452,7 @@ def test_saved_model_cli_lists_the_string_signatures(rnn_export):
     assert f"shape: (-1, {NUM_BEAMS})" in nbest
 
 
+@pytest.mark.slow
 def test_saved_model_cli_run_serves_the_export(g2p_model, rnn_export, all_served, tmp_path):
     """`saved_model_cli run`, the check docs/export.md gives, answers as
     `tf.saved_model.load` does (it loads the export in a session)."""
@@ -474,6 +484,7 @@ def test_metadata_records_the_search(rnn_export, g2p_model):
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_failed_export_keeps_the_previous_one(g2p_model, rnn_export, served, monkeypatch):
     model, words = g2p_model
 

@@ -298,6 +298,7 @@ def _head_accuracy(model, pairs):
     return float(np.mean(heads.argmax(-1) == np.array(PERMUTATION)))
 
 
+@pytest.mark.slow
 def test_guided_head_learns_the_permutation_and_the_unguided_one_does_not(permutation_models):
     models, held_out = permutation_models
     guided = _head_accuracy(models["guided"], held_out)
@@ -306,6 +307,7 @@ def test_guided_head_learns_the_permutation_and_the_unguided_one_does_not(permut
     assert unguided <= 0.5, (guided, unguided)
 
 
+@pytest.mark.slow
 def test_guided_model_aligns_with_its_guided_head_through_every_door(permutation_models,
                                                                      tmp_path):
     import tensorflow_text  # noqa: F401  (the export's tokenizer ops)
@@ -410,6 +412,7 @@ print(json.dumps({
 '''
 
 
+@pytest.mark.slow
 def test_guided_step_under_mirrored_strategy_and_xla_equals_the_one_device_step():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
     # A deadline, not an expected time: minutes, so that a loaded machine does

@@ -86,6 +86,7 @@ def _main(output_dir, *extra):
     return main([*_command(output_dir)[3:], *extra])
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_from_last_finished_epoch(tmp_path, capsys):
     output = str(tmp_path / "run")
     _run_until_killed([*_command(output), *STOP_AT])

@@ -129,6 +129,7 @@ def test_sorted_batches_keep_the_input_order(g2p):
     assert model.translate(list(reversed(words)), batch_size=4) == list(reversed(one_by_one))
 
 
+@pytest.mark.slow
 def test_xla_and_plain_searches_agree(g2p):
     model, words = g2p
     words = words[:6]

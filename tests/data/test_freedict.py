@@ -109,6 +109,7 @@ def test_clean_text(text, expected):
     not __import__("os").path.exists("/usr/share/dictd/freedict-deu-eng.dict.dz"),
     reason="dict-freedict-deu-eng is not installed (apt-get install dict-freedict-deu-eng)",
 )
+@pytest.mark.slow
 def test_real_dictionary_has_about_twelve_thousand_pairs():
     pairs = load_freedict_pairs()
     assert 10_000 < len(pairs) < 14_000

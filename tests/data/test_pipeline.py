@@ -187,8 +187,8 @@ def fit_model_and_data():
     return model, source, target, validation
 
 
-@pytest.mark.parametrize("buckets", [None, "auto", [4, 6]])
-@pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.parametrize("buckets", [None, "auto", pytest.param([4, 6], marks=pytest.mark.slow)])
+@pytest.mark.parametrize("drop_remainder", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder, fit_model_and_data):
     """The dataset declares its number of batches (no "ran out of data"), and a
     kerasseq model's fit does not pass Keras' ignored shuffle=True (no warning)."""
@@ -249,6 +249,7 @@ def test_fixed_shapes_argument_is_checked(tokenizers):
         make_dataset(PAIRS, source, target, fixed_shapes="yes")
 
 
+@pytest.mark.slow
 def test_demo_data_trains_on_few_shapes():
     """The README's data (the first 10,000 CMUdict training words, batch 64,
     bucket_boundaries="auto"): at most 8 batch shapes an epoch, so Keras' fit

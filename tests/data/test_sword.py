@@ -274,6 +274,7 @@ def real_pairs():
     return _real_modules_or_skip()
 
 
+@pytest.mark.slow
 def test_real_modules_pair_about_31k_verses(real_pairs):
     pairs, report = real_pairs
     assert 30_000 < len(pairs) < 31_077
@@ -291,6 +292,7 @@ def test_real_modules_pair_about_31k_verses(real_pairs):
     assert all(len(splits) == 1 for splits in chapters.values())
 
 
+@pytest.mark.slow
 def test_real_modules_no_test_target_in_train(real_pairs):
     pairs, _ = real_pairs
 

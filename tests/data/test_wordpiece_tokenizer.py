@@ -327,6 +327,7 @@ def test_transformer_takes_wordpiece_tokenizers(tokenizers):
     assert len(translations) == 2 and all(isinstance(text, str) for text in translations)
 
 
+@pytest.mark.slow
 def test_export_loads_and_translates_with_tensorflow_text_and_without_kerasseq(
         tmp_path, trained_model):
     sources = [s for s, _ in PAIRS] + ["", "Größe ☃"]
@@ -355,6 +356,7 @@ def test_export_loads_and_translates_with_tensorflow_text_and_without_kerasseq(
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_trains_and_translates_with_wordpiece(tmp_path, capsys):
     from kerasseq_cli import main
     from kerasseq_cli.commands import load_model

@@ -185,6 +185,7 @@ def test_save_and_load_keeps_the_ensemble(members, source_ids, tmp_path):
         np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_exported_ensemble_translates_without_kerasseq(members, tmp_path):
     from tests.test_export import serve_in_fresh_process
 

@@ -31,7 +31,8 @@ def test_decode_step_equals_teacher_forced_call(attention):
     np.testing.assert_allclose(steps, full, atol=1e-6)
 
 
-@pytest.mark.parametrize("attention", [None, "bahdanau", "luong"])
+@pytest.mark.parametrize("attention", [pytest.param(None, marks=pytest.mark.slow), "bahdanau",
+                                       pytest.param("luong", marks=pytest.mark.slow)])
 def test_mixed_float16_logits_are_float32_and_training_works(attention):
     # Under the global mixed_float16 policy the layers compute in float16 but
     # the output projection in float32, as in the Transformer (its test checks

@@ -93,8 +93,9 @@ def traces(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("kind,data,compare", [("rnn", "dataset", True),
-                                               ("transformer", "numpy", False)])
+@pytest.mark.parametrize("kind,data,compare", [
+    ("rnn", "dataset", True),
+    pytest.param("transformer", "numpy", False, marks=pytest.mark.slow)])
 def test_fit_traces_the_step_once_and_trains_as_before(kind, data, compare, traces,
                                                         monkeypatch):
     model = _model(kind)

@@ -219,7 +219,7 @@ def test_translate_errors_and_coverage_penalty(trained_g2p):
     assert isinstance(model.translate("cat", method="beam", num_beams=3, coverage_penalty=0.2), str)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_logits_carry_no_keras_mask_and_fit_on_padded_batches_with_and_without_xla(jit_compile):
     # (test_logits_carry_no_keras_mask, merged here: the same model and evaluate)
     # A mask on y_pred would make Keras re-weight the (already masked) loss.

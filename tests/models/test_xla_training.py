@@ -80,7 +80,9 @@ def jit_warnings(caught):
     return [str(w.message) for w in caught if "jit_compile" in str(w.message)]
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", [name if name in ("rnn-bahdanau", "transformer")
+                                  else pytest.param(name, marks=pytest.mark.slow)
+                                  for name in MODELS])
 def test_one_xla_step_on_numpy_inputs_equals_one_step_without_xla(name):
     source, target_in, target_out = arrays()
     loss = MaskedSparseCategoricalCrossentropy()
@@ -126,6 +128,7 @@ def test_one_xla_step_on_numpy_inputs_equals_one_step_without_xla(name):
 # step test above covers for each; bucketed batches (a new XLA program per
 # shape) are checked on one RNN with and one without scheduled sampling and
 # on the Transformer, to keep the suite's XLA compile time down.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rnn-bahdanau", "rnn-scheduled-sampling", "transformer"])
 def test_trains_under_xla_on_bucketed_batches(name):
     model = built(name)  # with dropout

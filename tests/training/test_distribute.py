@@ -128,6 +128,7 @@ print(json.dumps({
 '''
 
 
+@pytest.mark.slow
 def test_mirrored_step_matches_single_device_step():
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
     # A deadline, not an expected time (the script takes under a minute idle):

@@ -238,6 +238,7 @@ def max_difference(a, b):
     return max(float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(a, b, strict=True))
 
 
+@pytest.mark.slow
 def test_two_workers_step_equals_single_process_step_with_clipping():
     # The one-process reference runs beside the two workers (they spend much
     # of their time waiting on each other's all-reduce).
@@ -317,6 +318,7 @@ def history_epochs(run_dir):
         return [int(row["epoch"]) for row in csv.DictReader(handle)]
 
 
+@pytest.mark.slow
 def test_cli_workers_kill_one_then_rerun_resumes(tmp_path):
     # Relative --output-dir, one working directory per worker: like hosts
     # without a shared file system, so what each worker writes is visible.

@@ -4,12 +4,16 @@
 multi-worker tests; a killed worker: test_multi_worker.py's kill-and-rerun test.)
 """
 
+import pytest
+
 from tests.training.test_multi_worker import (
     PROCESS_DEADLINE,
     _wait_for_batch,
     start_workers,
     train_command,
 )
+
+pytestmark = pytest.mark.slow  # the multi-worker processes: `make test-all` only
 
 # The collective timeout under test. Every all-reduce of the run is bound by it,
 # the ones before the first batch too, where one worker may wait for the other

@@ -75,6 +75,7 @@ def test_fit_equals_keras_fit_with_validation_and_callbacks(tmp_path):
     assert seen[0] == (0, ["loss", "token_accuracy"]) and len(seen) == 3 * 3  # 3 batches/epoch
 
 
+@pytest.mark.slow
 def test_fit_on_guided_batches_equals_keras_fit():
     # A global dataset of guided-alignment batches (dict inputs with links):
     # the neutral filler DistributedTrainer appends is built for dicts too
@@ -158,6 +159,7 @@ def test_scheduled_sampling_and_a_schedule_follow_the_trainer():
     assert len(history.history["loss"]) == 2
 
 
+@pytest.mark.slow
 def test_resumes_at_initial_epoch_which_the_backup_checks(tmp_path):
     """Like `model.fit`: the trainer starts at `initial_epoch` (= the backup's
     `completed_epochs()`), the backup restores and checks it; the model is left
