@@ -44,7 +44,7 @@ eflomal aligns the training verses (never dev or test; cached as
 OUTPUT_DIR/reference_links.npz), and cross-attention head
 `--guided-alignment-head` of layer `--guided-alignment-layer` is trained
 toward those links with weight `--guided-alignment-weight`
-(`kerasseq.alignment.guided_alignment_loss`); its alignments then come from
+(`kerasseq.training.guided_alignment_loss`); its alignments then come from
 that head (examples/bible_alignments.py scores them).
 
 `--phase all` (the default) runs both. The recorded run is the defaults with
