@@ -36,7 +36,6 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from kerasseq.data import TextTokenizer, make_dataset  # noqa: E402
-from kerasseq.layers._attention_math import MASK_VALUE  # noqa: E402
 from kerasseq.layers.causal_self_attention import causal_attention_mask  # noqa: E402
 from kerasseq.layers.multi_head_attention import scaled_dot_product_attention  # noqa: E402
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
@@ -77,7 +76,7 @@ def causal_mask_figure():
         ax.images[0].set_clim(0.0, 1.0)
     figure.colorbar(axes[2].images[0], ax=axes[2], label="attention weight")
     axes[1].imshow(visible, cmap="Greys_r", vmin=-0.3, vmax=1.0, interpolation="nearest")
-    fill = f"{MASK_VALUE:.0e}".replace("+0", "")  # "-1e9"
+    fill = "-1e9"  # what kerasseq's masked softmax writes over a hidden score
     for (row, column), is_visible in np.ndenumerate(visible):
         label = "keep" if is_visible else fill
         axes[1].text(column, row, label, ha="center", va="center", fontsize=9,

@@ -44,7 +44,7 @@ eflomal aligns the training verses (never dev or test; cached as
 OUTPUT_DIR/reference_links.npz), and cross-attention head
 `--guided-alignment-head` of layer `--guided-alignment-layer` is trained
 toward those links with weight `--guided-alignment-weight`
-(`kerasseq.alignment.guided_alignment_loss`); its alignments then come from
+(`kerasseq.training.guided_alignment_loss`); its alignments then come from
 that head (examples/bible_alignments.py scores them).
 
 `--phase all` (the default) runs both. The recorded run is the defaults with
@@ -65,7 +65,6 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from _translation_common import build_model, model_names, print_report, set_threads  # noqa: E402
 
-from kerasseq._files import write_text_atomically  # noqa: E402
 from kerasseq.alignment import reference_alignments  # noqa: E402
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
@@ -487,7 +486,9 @@ def main(argv=None):
             earlier["arguments"]]
     for name in names:
         results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
-        write_text_atomically(results_path, json.dumps(results, indent=2, ensure_ascii=False))
+        with open(results_path + ".tmp", "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2, ensure_ascii=False)
+        os.replace(results_path + ".tmp", results_path)  # never a half-written file
     ordered = [name for name in MODELS if name in results["models"]]
     results["models"] = {name: results["models"][name] for name in ordered}
     print_report(results, args.output_dir, f"test split ({len(splits['test'])} verses), "

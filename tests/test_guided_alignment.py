@@ -21,12 +21,11 @@ from kerasseq.alignment import (
     align_texts,
     attention_heads,
     default_alignment_head,
-    guided_alignment_loss,
     word_links_to_pieces,
 )
 from kerasseq.data import TextTokenizer, WordPieceTextTokenizer, make_dataset
 from kerasseq.models import build_transformer_seq2seq
-from kerasseq.training import MaskedSparseCategoricalCrossentropy
+from kerasseq.training import MaskedSparseCategoricalCrossentropy, guided_alignment_loss
 from tests import processes
 
 PERMUTATION = [2, 0, 3, 1]  # target word j is source word PERMUTATION[j]
@@ -159,7 +158,7 @@ def test_reference_alignments_recover_a_known_alignment(tmp_path):
 
 
 def test_reference_alignments_map_words_to_wordpieces(monkeypatch):
-    from kerasseq import alignment
+    from kerasseq.alignment import references
 
     source = WordPieceTextTokenizer(vocabulary=["hel", "##lo", "world"])
     target = WordPieceTextTokenizer(vocabulary=["hal", "##lo", "welt"])
@@ -169,8 +168,8 @@ def test_reference_alignments_map_words_to_wordpieces(monkeypatch):
         seen["words"] = (source_words, target_words)
         return [[(0, 0), (1, 1)]]
 
-    monkeypatch.setattr(alignment, "_eflomal_word_links", fake_eflomal)
-    links = alignment.reference_alignments(["hello world"], ["hallo welt"], source, target)
+    monkeypatch.setattr(references, "_eflomal_word_links", fake_eflomal)
+    links = references.reference_alignments(["hello world"], ["hallo welt"], source, target)
     assert seen["words"] == ([["hello", "world"]], [["hallo", "welt"]])
     assert links[0].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1], [2, 2]]
 

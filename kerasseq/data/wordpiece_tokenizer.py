@@ -123,10 +123,10 @@ class WordPieceTextTokenizer(TokenizerBase):
         super().__init__(lowercase=lowercase, max_length=max_length, **kwargs)
         check_flag("strip_accents", strip_accents)
         self.strip_accents = bool(strip_accents)
-        # The keras-hub tokenizer and the compiled functions around it are kept
-        # out of Keras' tracking: they hold no variable or lookup table (the
+        # keras-hub's WordPiece tokenize and detokenize, compiled, are kept out
+        # of Keras' tracking: they hold no variable or lookup table (the
         # WordPiece model is a constant), and the config rebuilds them.
-        self._python = types.SimpleNamespace(word_piece=None, tokenize=None, detokenize=None)
+        self._compiled = types.SimpleNamespace(tokenize=None, detokenize=None)
         self._init_vocabulary(vocabulary)
 
     # ------------------------------------------------------------------
@@ -160,8 +160,7 @@ class WordPieceTextTokenizer(TokenizerBase):
         )
         # Always the TensorFlow path of keras-hub (eagerly it would run a
         # Python implementation and return lists): one trace per function.
-        self._python = types.SimpleNamespace(
-            word_piece=word_piece,
+        self._compiled = types.SimpleNamespace(
             tokenize=tf.function(
                 word_piece.tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
                 autograph=False,
@@ -228,7 +227,7 @@ class WordPieceTextTokenizer(TokenizerBase):
     # ------------------------------------------------------------------
     def _encode(self, texts):
         scalar = texts.shape.rank == 0
-        ids = self._python.tokenize(texts[tf.newaxis] if scalar else texts)  # (batch_size, None)
+        ids = self._compiled.tokenize(texts[tf.newaxis] if scalar else texts)  # (batch_size, None)
         return ids[0] if scalar else ids
 
     def tokenize(self, texts):
@@ -252,7 +251,7 @@ class WordPieceTextTokenizer(TokenizerBase):
         """Pieces glued, words spaced and punctuation put back (class docstring)."""
         known = (ids >= 0) & (ids < self.vocabulary_size)
         ids = tf.cast(tf.where(known, ids, UNK_ID), tf.int32)  # (batch_size, length)
-        texts = self._python.detokenize(tf.ragged.boolean_mask(ids, keep))  # (batch_size,)
+        texts = self._compiled.detokenize(tf.ragged.boolean_mask(ids, keep))  # (batch_size,)
         for pattern, rewrite in _PUNCTUATION_RULES:
             texts = tf.strings.regex_replace(texts, pattern, rewrite)
         return texts

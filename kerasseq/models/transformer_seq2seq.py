@@ -7,7 +7,6 @@ from keras import ops
 
 from kerasseq._replicas import sum_over_replicas
 from kerasseq._validation import check_int, check_rate, is_int
-from kerasseq.alignment import guided_alignment_loss
 from kerasseq.decoding.config import SearchConfigError
 from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
 from kerasseq.layers import (
@@ -22,6 +21,7 @@ from kerasseq.models.base import (
     check_shared_vocabulary,
     resolve_vocab_sizes,
 )
+from kerasseq.training.losses import guided_alignment_loss
 
 SELF_KEY, SELF_VALUE = "layer_{}_self_key", "layer_{}_self_value"
 CROSS_KEY, CROSS_VALUE = "layer_{}_cross_key", "layer_{}_cross_value"
@@ -114,7 +114,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
     reference links (`kerasseq.data.make_dataset(..., alignments=...)`: a
     dict of `source_ids`, `target_in_ids` and `alignment_links`
     `(batch_size, target_length, source_length)`) add
-    `guided_alignment_weight × kerasseq.alignment.guided_alignment_loss` of
+    `guided_alignment_weight × kerasseq.training.guided_alignment_loss` of
     that head to the loss, reported as the metric `alignment_loss` (NaN
     for an evaluation whose batches carry no links: not measured). The
     forward pass ignores the links (`model(x)` and `predict` read the two

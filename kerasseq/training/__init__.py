@@ -14,7 +14,10 @@ from kerasseq.training.callbacks import (
     all_weights_finite,
     teacher_forcing_probability,
 )
-from kerasseq.training.losses import MaskedSparseCategoricalCrossentropy
+from kerasseq.training.losses import (
+    MaskedSparseCategoricalCrossentropy,
+    guided_alignment_loss,
+)
 from kerasseq.training.metrics import MaskedTokenAccuracy
 from kerasseq.training.run import TrainingRun
 from kerasseq.training.schedules import TransformerSchedule, transformer_optimizer
@@ -35,6 +38,7 @@ __all__ = [
     "all_weights_finite",
     "average_checkpoints",
     "epoch_checkpoints",
+    "guided_alignment_loss",
     "sharded_dataset_fn",
     "teacher_forcing_probability",
     "transformer_optimizer",

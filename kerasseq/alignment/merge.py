@@ -1,4 +1,4 @@
-"""Word alignments from attention, and how to score them.
+"""Word alignments from attention: the attention of pieces merged into words, read as links.
 
 An attention model says, at every output position, how much it looked at
 each source position. Reading the largest weight as a link gives a word
@@ -19,11 +19,16 @@ Which attention?
 - `TransformerSeq2Seq`: `num_layers` × `num_heads` cross-attention
   distributions. `layer` picks one decoder layer (an index) or `"mean"`
   (the average over layers); `head` picks one head (an index) or `"mean"`
-  (the average over heads). The default, `ALIGNMENT_LAYER` and
-  `ALIGNMENT_HEAD`, is the mean over every layer and head: which layer and
-  head align best is an empirical question, and on the Spanish → English
-  Bible model (docs/tutorial_bible.md) that mean beat every single layer
-  and head against Strong's links.
+  (the average over heads). The default of every alignment in kerasseq
+  (`align_texts`, `translate`, `Translator`, the export, the command line),
+  `ALIGNMENT_LAYER` and `ALIGNMENT_HEAD`, is the mean over every layer and
+  head (a model trained with guided alignment: its guided head, see
+  `default_alignment_head`). Which layer and head align best is an
+  empirical question; on the Spanish → English Bible model
+  (docs/tutorial_bible.md; 3+3 layers, 1,576 test verses, 67,062 Strong's
+  links) the mean's F1 was 0.245, the middle layer's mean 0.241 (fairseq's
+  and OpenNMT-py's penultimate layer), the last layer's 0.233, single
+  heads 0.057-0.229 (eflomal: 0.295).
 
 The links are read from a teacher-forced pass over `[START] + target`: for a
 hypothesis of the model that pass gives exactly the attention of the search
@@ -35,27 +40,14 @@ attention is scored against gold links (`alignment_scores`).
     # "the light", [[(0, 0), (1, 1)]]   (source word, target word) pairs
 """
 
-import hashlib
-import json
-import os
-import tempfile
-
 import numpy as np
 import tensorflow as tf
 
-from kerasseq._files import replace_atomically
-from kerasseq._replicas import sum_over_replicas
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 from kerasseq.decoding import contract
 from kerasseq.decoding.config import SearchConfig
 
-# The default of every alignment in kerasseq (`align_texts`, `translate`,
-# `Translator`, the export, the command line), chosen as the module docstring
-# says. Measured F1 (3+3-layer Transformer, 1,576 test verses, 67,062
-# Strong's links): the mean 0.245, the middle layer's mean 0.241 (fairseq's
-# and OpenNMT-py's penultimate layer), the last layer's 0.233, single heads
-# 0.057-0.229; eflomal 0.295. A mean is also defined for every model.
 ALIGNMENT_LAYER = "mean"
 ALIGNMENT_HEAD = "mean"
 
@@ -79,52 +71,6 @@ def resolve_alignment_head(model, layer=None, head=None):
             default_head if head is None else head)
 
 
-def guided_alignment_loss(links, attention, epsilon=1e-9):
-    """Cross-entropy of one attention head against reference word links.
-
-    For every target piece `t` with at least one link, the links of its row
-    are normalised into a distribution `q_t` over the source pieces, and the
-    loss is `-sum_s q_t(s) log a_t(s)`, averaged over the linked target
-    pieces of the batch (Garg et al. 2019, "Jointly Learning to Align and
-    Translate with Transformer Models"; OpenNMT-tf's
-    `guided_alignment_type: ce`). Target pieces without a link and padding
-    count for nothing; a batch without any link gives 0.
-
-    With several replicas each divides by the linked pieces of all replicas,
-    as `MaskedSparseCategoricalCrossentropy` does for tokens (it says why).
-
-    Args:
-        links: `(batch_size, target_length, source_length)`, > 0 where a
-            target piece is linked to a source piece (0/1, or weights).
-        attention: `(batch_size, target_length, source_length)`, one head's
-            attention distributions (rows sum to 1 over the real source
-            pieces).
-        epsilon: floor of the attention weights inside the logarithm.
-
-    Returns:
-        A float32 scalar.
-
-    Example:
-
-    >>> links = [[[1, 0, 0], [0, 1, 1]]]        # piece 0 -> source 0; piece 1 -> 1 and 2
-    >>> attention = [[[0.5, 0.25, 0.25], [0.2, 0.4, 0.4]]]
-    >>> round(float(guided_alignment_loss(links, attention)), 4)  # (-ln .5 - ln .4) / 2
-    0.8047
-    """
-    links = tf.cast(links, tf.float32)
-    attention = tf.cast(attention, tf.float32)
-    mass = tf.reduce_sum(links, axis=-1)  # (batch_size, target_length)
-    linked = tf.cast(mass > 0, tf.float32)
-    reference = links / tf.maximum(mass, 1e-12)[..., None]
-    log_attention = tf.math.log(tf.maximum(attention, epsilon))
-    row_loss = -tf.reduce_sum(reference * log_attention, axis=-1)  # (batch_size, target_length)
-    count = sum_over_replicas(tf.reduce_sum(linked))
-    return tf.reduce_sum(row_loss * linked) / tf.maximum(count, 1.0)
-
-# --------------------------------------------------------------------------
-# Pieces -> words.
-# --------------------------------------------------------------------------
-
 def continuation_table(tokenizer):
     """bool NumPy `(vocabulary_size,)`: which ids continue a word (`##` pieces).
 
@@ -146,15 +92,6 @@ def word_starts(tokenizer, ids):
     continuation = continuation_table(tokenizer) if tokenizer is not None else np.zeros(1, bool)
     known = (ids >= 0) & (ids < len(continuation))
     return ~np.where(known, continuation[np.clip(ids, 0, len(continuation) - 1)], False)
-
-
-def word_index(starts):
-    """Word number of every piece, from the `word_starts` of one sequence.
-
-    A leading continuation piece (no word started yet) belongs to word 0.
-    """
-    starts = np.asarray(starts, bool)
-    return np.maximum(np.cumsum(starts) - 1, 0)
 
 
 def _word_one_hot(ids, continuation):
@@ -239,10 +176,6 @@ def links_from_weights(word_weights):
         return []
     return [(int(i), j) for j, i in enumerate(np.argmax(word_weights, axis=1))]
 
-
-# --------------------------------------------------------------------------
-# Attention of a model.
-# --------------------------------------------------------------------------
 
 def _check_index_or_mean(name, value, size):
     if isinstance(value, str):
@@ -483,277 +416,3 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
         results.extend(align_ids(model, source_ids, target_ids, layer=layer, head=head,
                                  heads=heads))
     return results
-
-
-# --------------------------------------------------------------------------
-# Scores.
-# --------------------------------------------------------------------------
-
-def to_pharaoh(links):
-    """Links `[(i, j), ...]` as the Pharaoh text `"i-j i-j ..."`: source word i
-    linked to target word j, as fast_align, eflomal and fairseq write them.
-
-    The one formatter of that text in Python (the command line's
-    `--alignments` output); `alignment_strings` writes the same text inside
-    the graph of an export.
-
-    >>> to_pharaoh([(0, 0), (2, 1)])
-    '0-0 2-1'
-    """
-    return " ".join(f"{int(i)}-{int(j)}" for i, j in links)
-
-
-def from_pharaoh(text):
-    """The Pharaoh text `"i-j i-j ..."` as links `[(i, j), ...]` (see `to_pharaoh`).
-
-    Raises:
-        ValueError: a link that is not two non-negative integers joined by `-`.
-
-    >>> from_pharaoh("0-0 2-1")
-    [(0, 0), (2, 1)]
-    """
-    links = []
-    for link in text.split():
-        source, _, target = link.partition("-")
-        if not (source.isdigit() and target.isdigit()):
-            raise ValueError(f"A Pharaoh link is two non-negative integers joined by '-' "
-                             f"(i-j). Received: {link!r} in {text!r}")
-        links.append((int(source), int(target)))
-    return links
-
-
-def diagonal_links(num_source, num_target):
-    """The diagonal baseline: target word j linked to source word round((j + 0.5) n_s / n_t - 0.5)."""
-    if num_source <= 0 or num_target <= 0:
-        return []
-    return [(min(int((j + 0.5) * num_source / num_target), num_source - 1), j)
-            for j in range(num_target)]
-
-
-def alignment_scores(predicted, sure, possible=None):
-    """Precision, recall, F1 and alignment error rate of links, summed over a corpus.
-
-    Och & Ney (2003): with sure links S, possible links P ⊇ S and predicted
-    links A,
-
-        precision = |A ∩ P| / |A|,   recall = |A ∩ S| / |S|,
-        AER = 1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|).
-
-    Args:
-        predicted: list (one per sentence) of iterables of `(i, j)` links.
-        sure: list of iterables of gold `(i, j)` links.
-        possible: optional list; `None` takes `sure` (no possible-only links).
-
-    Returns:
-        A dict: `precision`, `recall`, `f1`, `aer` (floats in [0, 1]) and the
-        counts `predicted`, `sure`, `possible`, `sure_hits`, `possible_hits`.
-    """
-    possible = sure if possible is None else possible
-    if not len(predicted) == len(sure) == len(possible):
-        raise ValueError("predicted, sure and possible must hold one entry per sentence. "
-                         f"Received {len(predicted)}, {len(sure)}, {len(possible)}.")
-    counts = dict.fromkeys(("predicted", "sure", "possible", "sure_hits", "possible_hits"), 0)
-    for links, sure_links, possible_links in zip(predicted, sure, possible, strict=True):
-        links, sure_links = set(map(tuple, links)), set(map(tuple, sure_links))
-        possible_links = set(map(tuple, possible_links)) | sure_links
-        counts["predicted"] += len(links)
-        counts["sure"] += len(sure_links)
-        counts["possible"] += len(possible_links)
-        counts["sure_hits"] += len(links & sure_links)
-        counts["possible_hits"] += len(links & possible_links)
-    precision = counts["possible_hits"] / counts["predicted"] if counts["predicted"] else 0.0
-    recall = counts["sure_hits"] / counts["sure"] if counts["sure"] else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    denominator = counts["predicted"] + counts["sure"]
-    aer = 1.0 - (counts["sure_hits"] + counts["possible_hits"]) / denominator if denominator else 1.0
-    return {"precision": precision, "recall": recall, "f1": f1, "aer": aer, **counts}
-
-
-def target_word_hit_rate(predicted, gold):
-    """Share of gold-linked target words whose predicted source words include a gold one.
-
-    Only target words with at least one gold link count; a predicted
-    alignment with one link per target word (attention's arg-max) then says
-    how often "the most attended source word" is a right one.
-
-    Args:
-        predicted, gold: lists (one per sentence) of iterables of `(i, j)` links.
-
-    Returns:
-        `(rate, words)`: a float in [0, 1] and the number of target words counted.
-    """
-    hits = words = 0
-    for links, gold_links in zip(predicted, gold, strict=True):
-        gold_by_target = {}
-        for i, j in gold_links:
-            gold_by_target.setdefault(j, set()).add(i)
-        predicted_by_target = {}
-        for i, j in links:
-            predicted_by_target.setdefault(j, set()).add(i)
-        for j, sources in gold_by_target.items():
-            words += 1
-            hits += bool(predicted_by_target.get(j, set()) & sources)
-    return (hits / words if words else 0.0), words
-
-
-def symmetrize(forward, reverse, method="grow-diag-final-and"):
-    """Combine two directional alignments of one sentence (Koehn et al. 2003).
-
-    Args:
-        forward, reverse: iterables of `(i, j)` links (both as source, target).
-        method: `"intersection"`, `"union"` or `"grow-diag-final-and"`.
-
-    Returns:
-        A sorted list of `(i, j)` links.
-    """
-    forward, reverse = set(map(tuple, forward)), set(map(tuple, reverse))
-    if method == "intersection":
-        return sorted(forward & reverse)
-    if method == "union":
-        return sorted(forward | reverse)
-    if method != "grow-diag-final-and":
-        raise ValueError("method must be 'intersection', 'union' or 'grow-diag-final-and'. "
-                         f"Received: method={method!r}")
-    union = forward | reverse
-    links = set(forward & reverse)
-    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
-    added = True
-    while added:
-        added = False
-        for i, j in sorted(links):
-            for di, dj in neighbours:
-                candidate = (i + di, j + dj)
-                if candidate in union and candidate not in links and (
-                        all(link[0] != candidate[0] for link in links)
-                        or all(link[1] != candidate[1] for link in links)):
-                    links.add(candidate)
-                    added = True
-    for direction in (forward, reverse):  # final-and: unaligned on both sides
-        for i, j in sorted(direction):
-            if all(link[0] != i for link in links) and all(link[1] != j for link in links):
-                links.add((i, j))
-    return sorted(links)
-
-
-# --------------------------------------------------------------------------
-# Reference alignments for guided training.
-# --------------------------------------------------------------------------
-
-def _piece_words(tokenizer, rows):
-    """Per row: the words (lower-cased, pieces joined) and the word index of every piece."""
-    vocabulary = tokenizer.get_vocabulary()
-    words, indices = [], []
-    for ids in rows:
-        ids = np.asarray(ids, np.int64)
-        index = word_index(word_starts(tokenizer, ids))
-        pieces = [vocabulary[i] if 0 <= i < len(vocabulary) else "[UNK]" for i in ids]
-        row_words = [""] * (int(index[-1]) + 1 if len(ids) else 0)
-        for piece, word in zip(pieces, index, strict=True):
-            if piece.startswith(SUFFIX_INDICATOR) and piece != SUFFIX_INDICATOR:
-                piece = piece[len(SUFFIX_INDICATOR):]
-            row_words[word] += piece
-        words.append([word.lower() for word in row_words])
-        indices.append(index)
-    return words, indices
-
-
-def word_links_to_pieces(word_links, source_word_of_piece, target_word_of_piece):
-    """Word links `(i, j)` → piece links `(target_piece, source_piece)` of one pair.
-
-    Every piece of source word `i` is linked to every piece of target word
-    `j` (how subword models are trained on word alignments: Garg et al. 2019).
-
-    Returns:
-        int32 NumPy `(n, 2)`, sorted.
-    """
-    source_pieces, target_pieces = {}, {}
-    for piece, word in enumerate(np.asarray(source_word_of_piece).tolist()):
-        source_pieces.setdefault(word, []).append(piece)
-    for piece, word in enumerate(np.asarray(target_word_of_piece).tolist()):
-        target_pieces.setdefault(word, []).append(piece)
-    links = sorted({(t, s) for i, j in word_links
-                    for t in target_pieces.get(j, ()) for s in source_pieces.get(i, ())})
-    return np.asarray(links, np.int32).reshape([-1, 2])
-
-
-def _eflomal_word_links(source_words, target_words, symmetrization):
-    try:
-        import eflomal
-    except ImportError:
-        raise ImportError(
-            "Reference alignments need eflomal (a Bayesian IBM-model word aligner), which is "
-            "not installed: pip install 'kerasseq[align]' (or pip install eflomal).") from None
-
-    with tempfile.TemporaryDirectory() as directory:
-        forward, reverse = os.path.join(directory, "fwd"), os.path.join(directory, "rev")
-        # eflomal needs a token on both sides of every line; empty sides get none back
-        eflomal.Aligner().align([" ".join(words) or "." for words in source_words],
-                                [" ".join(words) or "." for words in target_words],
-                                links_filename_fwd=forward, links_filename_rev=reverse,
-                                quiet=True)
-        read = {}
-        for name, path in (("forward", forward), ("reverse", reverse)):
-            with open(path, encoding="utf-8") as handle:
-                read[name] = [from_pharaoh(line) for line in handle.read().splitlines()]
-    return [symmetrize(f, r, symmetrization) if s and t else []
-            for f, r, s, t in zip(read["forward"], read["reverse"], source_words, target_words,
-                                  strict=True)]
-
-
-def reference_alignments(sources, targets, source_tokenizer, target_tokenizer,
-                         cache_path=None, symmetrization="grow-diag-final-and"):
-    """Piece links of text pairs from eflomal's word alignments, for guided training.
-
-    eflomal (Östling & Tiedemann 2016) aligns the pairs' words both ways
-    without supervision; the two directions are symmetrised
-    (`symmetrize`, grow-diag-final-and by default) and each word link is
-    spread over the pieces of its two words (`word_links_to_pieces`). Words
-    are the tokenizers' (a WordPiece word is its pieces joined), lower-cased.
-    Give it the *training* pairs only: dev and test verses must stay unseen.
-
-    Args:
-        sources, targets: lists of str of the same length.
-        source_tokenizer, target_tokenizer: the model's `TextTokenizer`s.
-        cache_path: optional `.npz` path. When it holds the links of the
-            same texts, tokenizers and settings they are read from it;
-            otherwise eflomal runs and the file is (atomically) written.
-        symmetrization: `"grow-diag-final-and"`, `"intersection"` or `"union"`.
-
-    Returns:
-        A list with one int32 `(n, 2)` array of `(target_piece,
-        source_piece)` links per pair, ready for
-        `kerasseq.data.make_dataset(..., alignments=...)`.
-
-    Raises:
-        ImportError: eflomal is not installed (the `align` extra).
-    """
-    if len(sources) != len(targets):
-        raise ValueError(f"sources and targets must have the same length. Received "
-                         f"{len(sources)} and {len(targets)}.")
-    if symmetrization not in ("grow-diag-final-and", "intersection", "union"):
-        raise ValueError("symmetrization must be 'grow-diag-final-and', 'intersection' or "
-                         f"'union'. Received: symmetrization={symmetrization!r}")
-    key = hashlib.sha256(json.dumps(
-        [list(sources), list(targets), source_tokenizer.get_vocabulary(),
-         target_tokenizer.get_vocabulary(), symmetrization], ensure_ascii=False).encode()
-    ).hexdigest()
-    if cache_path is not None:
-        if os.path.exists(cache_path):
-            with np.load(cache_path) as cached:
-                if str(cached["key"]) == key:
-                    return np.split(cached["links"], np.cumsum(cached["counts"])[:-1])
-    source_words, source_index = _piece_words(
-        source_tokenizer, source_tokenizer.encode(list(sources)).to_list())
-    target_words, target_index = _piece_words(
-        target_tokenizer, target_tokenizer.encode(list(targets)).to_list())
-    word_links = _eflomal_word_links(source_words, target_words, symmetrization)
-    links = [word_links_to_pieces(pair, s, t)
-             for pair, s, t in zip(word_links, source_index, target_index, strict=True)]
-    if cache_path is not None:
-        def write(path):
-            with open(path, "wb") as handle:
-                np.savez(handle, key=key, counts=np.array([len(x) for x in links] or [0]),
-                         links=np.concatenate(links or [np.zeros([0, 2], np.int32)]))
-
-        replace_atomically(write, cache_path, suffix=".npz")
-    return links
