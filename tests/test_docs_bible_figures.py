@@ -393,7 +393,7 @@ def test_test_scores():
                   f"epoch 8 ({fmt(g['dev_bleu_greedy_best_epoch'], 2)})",
                   f"scored {fmt(g['dev_bleu_beam_by_length_penalty']['1.0'], 2)} on dev against "
                   f"{fmt(g['dev_bleu_beam_by_length_penalty']['0.0'], 2)} with 0",
-                  f"and {fmt(t['test_bleu_greedy'] - g['test_bleu_greedy'], 2)} greedy",
+                  f"and {fmt(t['test_bleu_greedy'] - g['test_bleu_greedy'], 2)} below it greedy",
                   f"scored {fmt(r['dev_bleu_greedy_averaged'], 2)} dev BLEU against its last "
                   f"epoch's {fmt(r['dev_bleu_greedy_best_epoch'], 2)}",
                   f"its dev beam scored {fmt(r['dev_bleu_beam_by_length_penalty']['0.0'], 2)} with"
