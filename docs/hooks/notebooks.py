@@ -52,7 +52,9 @@ Markdown) and, once jupytext has made the cells, stores the outputs and
 joins the Markdown cells that the regions split. Fenced blocks are found with
 markdown-it-py, jupytext's own Markdown parser. tests/test_docs_notebooks.py
 checks, page by page, that the code cells are exactly the blocks
-tests/test_docs.py runs, and runs one notebook with a Jupyter kernel.
+tests/test_docs.py runs and that no link or image is left relative, checks
+the built site's notebooks' links against its pages and anchors, and runs
+one notebook with a Jupyter kernel.
 """
 
 import ast
