@@ -67,6 +67,7 @@ HOOK = ROOT / "docs" / "hooks" / "notebooks.py"
 EXECUTED_PAGE = DOCS / "components" / "feed_forward.md"
 # Per cell and for the kernel's start: a guard against a hang, not a speed limit.
 CELL_TIMEOUT_S = 600
+BUILD_TIMEOUT_S = 1200  # `mkdocs build`, as tests/test_docs_browser.py (seconds when idle)
 
 
 def load_hook():
@@ -357,7 +358,7 @@ def built_site(tmp_path_factory):
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--no-strict", "--quiet", "--site-dir",
          str(site_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=CELL_TIMEOUT_S,
+        cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, f"mkdocs build failed:\n{result.stdout}\n{result.stderr}"
