@@ -1,9 +1,14 @@
 """Does attention align? Trained Spanish → English models scored against Strong's links.
 
     .venv/bin/python examples/bible_alignments.py \
-        --model transformer=runs/bible/transformer/model.keras \
-        --model rnn_attention=runs/bible/rnn_attention/model.keras --output-dir runs/bible
+        --model transformer=runs/bible/transformer \
+        --model rnn_attention=runs/bible/rnn_attention --output-dir runs/bible
     .venv/bin/python examples/bible_alignments.py --smoke --output-dir /tmp/bible_alignments
+
+`--model NAME=PATH` names a saved model (`.keras`) or a model's folder of
+examples/spanish_to_english_bible.py (`runs/bible/transformer`): there the
+model its evaluate phase scored, `averaged.keras` when it wrote one (the
+average of the last checkpoints won on dev), else `model.keras`.
 
 For every test verse (`kerasseq.data.load_bible_pairs`, split "test") the
 models read the reference translation with teacher forcing
@@ -25,16 +30,20 @@ the New Testament, and on one-to-one links only (an English word with one
 Strong's link to a Spanish word that has no other). For the Transformer
 every decoder layer and head is scored, and their averages.
 
-Writes OUTPUT_DIR/alignments.json (every score, each model's best aligner
-and its distance to eflomal), OUTPUT_DIR/alignments.md (the table, best F1
-first) and, for one verse (`--plot-verse`, by default one chosen by its
-Strong's links alone), each model's attention with the verse's Strong's links
-drawn on it and, for a Transformer, every layer's every head
-(alignment_NAME_VERSE.png, alignment_NAME_VERSE_heads.png; with
-`--figures-dir`, also bible_attention_NAME.png and bible_attention_heads.png
-there). Models are loaded with `keras.models.load_model` after kerasseq's
-import, as a user loads them; `--smoke` saves and loads its tiny model the
-same way.
+Writes only under OUTPUT_DIR (and `--figures-dir` when given):
+alignments.json (every score, each model's best aligner and its distance to
+eflomal), alignments.md (the table, best F1 first) and, for one verse
+(`--plot-verse`, by default one chosen by its Strong's links alone), each
+model's attention with the verse's Strong's links drawn on it and, for a
+Transformer, every layer's every head (alignment_NAME_VERSE.png,
+alignment_NAME_VERSE_heads.png). With `--figures-dir`, the same figures
+under the names the docs give them, for a separate copy into docs/images:
+bible_attention_NAME.png, and bible_attention_heads.png for the model named
+`transformer` (bible_attention_heads_SUFFIX.png for `transformer_SUFFIX`,
+bible_attention_heads_NAME.png for another name). Models are loaded with
+`keras.models.load_model` after kerasseq's import, as a user loads them;
+`--smoke` scores the `--model`s given on a few verses, or else saves and
+loads a tiny untrained model the same way.
 """
 
 import argparse
@@ -240,10 +249,32 @@ def best_aligners(scores, models):
     return best
 
 
+def model_path(path):
+    """The `.keras` file `--model NAME=PATH` names: PATH itself, or in a model's
+    folder of examples/spanish_to_english_bible.py the model its evaluate phase
+    scored (averaged.keras when it wrote one, else model.keras)."""
+    if not os.path.isdir(path):
+        return path
+    for name in ("averaged.keras", "model.keras"):
+        if os.path.isfile(os.path.join(path, name)):
+            return os.path.join(path, name)
+    raise SystemExit(f"--model: {path} is a folder without averaged.keras or model.keras "
+                     "(a model's folder of examples/spanish_to_english_bible.py holds them)")
+
+
+def heads_figure_name(name):
+    """The docs' file name of model `name`'s every-head figure: bible_attention_heads.png
+    for `transformer`, bible_attention_heads_guided.png for `transformer_guided`."""
+    if name == "transformer":
+        return "bible_attention_heads.png"
+    return f"bible_attention_heads_{name.removeprefix('transformer_')}.png"
+
+
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", action="append", default=[],
-                        help="NAME=PATH of a trained .keras model (repeatable)")
+                        help="NAME=PATH of a trained .keras model, or of a model's folder "
+                             "written by spanish_to_english_bible.py (repeatable)")
     parser.add_argument("--output-dir", default="runs/bible_es_en")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--eflomal", action=argparse.BooleanOptionalAction, default=True)
@@ -251,13 +282,15 @@ def make_parser():
                         help="the verse drawn (default: chosen by its Strong's links alone, "
                              "see pick_plot_verse)")
     parser.add_argument("--figures-dir", default=None,
-                        help="also write the verse figures here (bible_attention_NAME.png, "
-                             "bible_attention_heads.png; the docs use docs/images)")
+                        help="also write the verse figures here under the docs' names "
+                             "(bible_attention_NAME.png, bible_attention_heads.png), to be "
+                             "copied into docs/images as a step of its own")
     parser.add_argument("--max-verses", type=int, default=0,
                         help="score only the first N verses of the split (0: all; a slice "
                              "for tests)")
     parser.add_argument("--smoke", action="store_true",
-                        help="a tiny untrained model on a few verses (a test of the script)")
+                        help="a few verses: the --model models, or a tiny untrained one "
+                             "without --model (a test of the script)")
     return parser
 
 
@@ -269,18 +302,20 @@ def main(argv=None):
         print(f"Skipping the alignment example: {error}")
         return None
     pairs = [pair for pair in all_pairs if pair.split == args.split][: args.max_verses or None]
-    models = {}
+    models, model_files = {}, {}
     for item in args.model:
         name, _, path = item.partition("=")
         if not path:
             raise SystemExit(f"--model takes NAME=PATH. Received: {item!r}")
-        models[name] = keras.models.load_model(path)
+        model_files[name] = model_path(path)
+        models[name] = keras.models.load_model(model_files[name])
     if args.smoke:
+        pairs = pairs[:24]
+        all_pairs = [pair for pair in all_pairs if pair.split == "train"][:300] + pairs
+    if args.smoke and not models:
         from kerasseq.data import WordPieceTextTokenizer
         from kerasseq.models import build_transformer_seq2seq
 
-        pairs = pairs[:24]
-        all_pairs = [pair for pair in all_pairs if pair.split == "train"][:300] + pairs
         tiny = build_transformer_seq2seq(
             num_layers=2, d_model=16, num_heads=2, dff=16, max_positions=256,
             source_tokenizer=WordPieceTextTokenizer.from_texts(
@@ -288,7 +323,8 @@ def main(argv=None):
             target_tokenizer=WordPieceTextTokenizer.from_texts(
                 [p.target for p in all_pairs], max_tokens=300))
         os.makedirs(args.output_dir, exist_ok=True)
-        path = os.path.join(args.output_dir, "smoke_transformer.keras")
+        path = model_files["transformer"] = os.path.join(args.output_dir,
+                                                         "smoke_transformer.keras")
         tiny.save(path)  # loaded back as the full run loads its trained models
         models = {"transformer": keras.models.load_model(path)}
     os.makedirs(args.output_dir, exist_ok=True)
@@ -320,8 +356,7 @@ def main(argv=None):
     print(table)
     results = {"split": args.split, "verses": len(pairs), "verses_scored": len(scored),
                "strong_links": sum(len(p.links) for p in scored), "data": report,
-               "models": {name: item.partition("=")[2] for name, item in
-                          ((item.partition("=")[0], item) for item in args.model)},
+               "models": model_files,
                "timings": timings, "scores": scores, "best": best_aligners(scores, models)}
     with open(os.path.join(args.output_dir, "alignments.md"), "w", encoding="utf-8") as handle:
         handle.write(table + "\n")
@@ -346,7 +381,7 @@ def main(argv=None):
             if not single:
                 paths = [os.path.join(args.output_dir, f"alignment_{name}_{stem}_heads.png")]
                 if args.figures_dir:
-                    paths.append(os.path.join(args.figures_dir, "bible_attention_heads.png"))
+                    paths.append(os.path.join(args.figures_dir, heads_figure_name(name)))
                 for path in paths:
                     plot_heads(plot_pair, verse_heads, f"{plot_pair.verse_id}: every "
                                f"cross-attention head of the {name} (white circles: Strong's "

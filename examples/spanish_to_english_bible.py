@@ -37,7 +37,12 @@ Two phases, so a long training can be scored later with newer code:
   test verse: reference, greedy, beam, the beam's sentence chrF),
   OUTPUT_DIR/translations.md (the best, median and worst verses by the first
   model's chrF, with every model's output) and OUTPUT_DIR/learning_curves.png
-  (dev BLEU and loss against minutes of `fit`; also into `--figures-dir`).
+  (dev BLEU and loss against minutes of `fit`; with `--figures-dir`, also
+  there as bible_learning_curves.png, the docs' name, for a separate copy
+  into docs/images).
+
+Both phases write only under OUTPUT_DIR and `--figures-dir` (and
+`load_bible_pairs` keeps its parse of the Bibles in ~/.cache/kerasseq).
 
 `--models transformer_guided` trains the Transformer with guided alignment:
 eflomal aligns the training verses (never dev or test; cached as
@@ -50,7 +55,11 @@ that head (examples/bible_alignments.py scores them).
 `--phase all` (the default) runs both. The recorded run is the defaults with
 `--time-limit-minutes 90`, one model at a time on an otherwise idle machine;
 its figures are in docs/results.md ("Spanish → English (SWORD Bibles)") and
-docs/tutorial_bible.md.
+docs/tutorial_bible.md. A time limit gives a faster machine more training;
+`--max-steps N` stops after N optimizer steps instead (each run's
+history.json records its `steps`), the same amount of training on any
+machine. docs/tutorial_bible.md ("Reproduce the full run") gives the
+commands in order, the recorded run's steps and its time on this machine.
 """
 
 import argparse
@@ -406,8 +415,9 @@ def make_parser():
                         help="TensorFlow intra- and inter-op threads (0: TensorFlow's choice)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--figures-dir", default=None,
-                        help="also write the learning curves here as bible_learning_curves.png "
-                             "(the docs use docs/images)")
+                        help="evaluate: also write the learning curves here as "
+                             "bible_learning_curves.png (the docs' name), to be copied into "
+                             "docs/images as a step of its own")
     parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
     parser.add_argument("--smoke", action="store_true",
                         help="a few hundred verses, tiny models, a few steps (a test of the script)")

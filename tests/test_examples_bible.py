@@ -3,20 +3,35 @@
 They need the SWORD modules (`make examples-data`: libsword-utils,
 sword-text-sparv, sword-text-web) and are skipped with the reason otherwise;
 the loader itself is tested everywhere in tests/data/test_sword.py.
+
+The example's smoke run is the section "Reproduce the full run" of
+docs/tutorial_bible.md: its commands, read from the page, run in order with
+`--smoke` in an empty folder. The section's steps and times are recomputed
+from the committed artefacts of the recorded run (docs/artefacts/bible_es_en/).
 """
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.test_docs import DOCS, ROOT, fenced_blocks
 from tests.test_examples import EXAMPLES, load_example
 
 pytestmark = pytest.mark.slow  # the examples: `make test-all` only
+TUTORIAL = DOCS / "tutorial_bible.md"
+ARTEFACTS = DOCS / "artefacts" / "bible_es_en"
+REPRODUCE = "## Reproduce the full run"
+# The docs' figures the reproduce commands make (--figures-dir), for docs/images.
+REPRODUCED_FIGURES = {"bible_learning_curves.png", "bible_attention_transformer.png",
+                      "bible_attention_rnn_attention.png", "bible_attention_heads.png"}
 
 
 def _modules_or_skip():
@@ -31,10 +46,96 @@ def _modules_or_skip():
         pytest.skip(f"the SWORD Bibles are not installed (make examples-data): {error}")
 
 
-def test_spanish_to_english_bible_smoke(tmp_path):
+def reproduce_section():
+    """The text of the section "Reproduce the full run" of docs/tutorial_bible.md."""
+    text = TUTORIAL.read_text(encoding="utf-8")
+    assert f"\n{REPRODUCE}\n" in text, f"{TUTORIAL.name} has no section {REPRODUCE!r}"
+    return text.split(f"\n{REPRODUCE}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def reproduce_commands():
+    """The commands of the section's ```bash blocks, in order (continued lines
+    joined, comments dropped)."""
+    commands = []
+    for info, body, _ in fenced_blocks(reproduce_section()):
+        if info.split()[:1] != ["bash"]:
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                commands.append(" ".join(line.split()))
+    return commands
+
+
+def run_reproduce_commands(commands):
+    """Run `commands` in the working directory: the examples in this process
+    with `--smoke` added (and `--no-eflomal` without eflomal), `cp` with bash.
+    The data step is checked, not run: the apt-get packages are among the
+    Makefile's examples-data ones, the pip extra is setup.cfg's `align`.
+    Returns `[(example, its main's result), ...]`."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    packages = set(re.search(r"^EXAMPLES_PACKAGES := (.*)$", makefile, re.M)[1].split())
+    ran = []
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[:3] == ["sudo", "apt-get", "install"]:
+            assert {word for word in argv[3:] if not word.startswith("-")} <= packages, command
+        elif argv[:4] == [".venv/bin/python", "-m", "pip", "install"]:
+            assert argv[4:] == ["-e", ".[align]"], command
+            assert re.search(r"^align =\n +eflomal", (ROOT / "setup.cfg").read_text(), re.M)
+        elif argv[0] == ".venv/bin/python" and argv[1].startswith("examples/"):
+            name = Path(argv[1]).stem
+            extra = ["--smoke"]
+            if name == "bible_alignments" and not _has_eflomal():
+                extra.append("--no-eflomal")
+            ran.append((name, load_example(name).main([*argv[2:], *extra])))
+        elif argv[0] == "cp":
+            subprocess.run(["bash", "-c", command], check=True)
+        else:
+            pytest.fail(f"{TUTORIAL.name}, {REPRODUCE!r}: a command the test cannot run: {command}")
+    return ran
+
+
+def _has_eflomal():
+    try:
+        import eflomal  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
+    """The commands of "Reproduce the full run", in order, on a slice: they
+    write only under runs/bible until the figures step, which copies the
+    pages' own figures (and no other file) into docs/images."""
     _modules_or_skip()
+    docs_images = {path.name: path.read_bytes() for path in (DOCS / "images").iterdir()}
+    monkeypatch.chdir(tmp_path)
+    commands = reproduce_commands()
+    figures_step = next(i for i, command in enumerate(commands) if command.startswith("cp "))
+    ran = run_reproduce_commands(commands[:figures_step])
+    assert [(name, result is None) for name, result in ran] == [
+        ("spanish_to_english_bible", True), ("spanish_to_english_bible", True),
+        ("spanish_to_english_bible", False), ("bible_alignments", False)]
+    written = sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*")
+                     if path.is_file())
+    assert written and [path for path in written if not path.startswith("runs/bible/")] == []
+    (tmp_path / "docs" / "images").mkdir(parents=True)
+    assert run_reproduce_commands(commands[figures_step:]) == []
+    copied = {path.name for path in (tmp_path / "docs" / "images").iterdir()}
+    assert copied == REPRODUCED_FIGURES and copied <= set(docs_images)
+    assert {path.name: path.read_bytes() for path in (DOCS / "images").iterdir()} == docs_images
+
+    out = tmp_path / "runs" / "bible"
+    aligned = ran[3][1]
+    assert aligned["models"] == {name: str(Path("runs/bible") / name / "model.keras")
+                                 for name in ("transformer", "rnn_attention")}
+    assert aligned["verses_scored"] > 0
+    assert {"diagonal", "rnn_attention", "transformer (all layers and heads averaged)",
+            "transformer layer 0 head 1"} <= set(aligned["scores"])
+    assert (out / "alignments.md").read_text().startswith("| aligner |")
+
     module = load_example("spanish_to_english_bible")
-    results = module.main(["--smoke", "--output-dir", str(tmp_path)])
+    results = ran[2][1]
     assert results["test_pairs"] == 12 and results["data"]["pairs"] > 30_000
     for name in ("transformer", "rnn_attention"):
         scores = results["models"][name]
@@ -48,26 +149,95 @@ def test_spanish_to_english_bible_smoke(tmp_path):
         assert {"verse", "source", "reference", "beam", "greedy", "chrf"} <= set(
             scores["examples"][0])
         assert len(scores["history"]["fit_minutes"]) == 1
-        rows = module.read_translations(tmp_path / name / "test_translations.tsv")
+        rows = module.read_translations(out / name / "test_translations.tsv")
         assert len(rows) == 12
         assert {example["verse"] for example in scores["examples"]} <= {r["verse"] for r in rows}
         by_verse = {row["verse"]: row for row in rows}
         assert by_verse[scores["examples"][0]["verse"]]["beam"] == scores["examples"][0]["beam"]
-        assert (tmp_path / name / "model.keras").exists()
-        assert len(list((tmp_path / name / "checkpoints").glob("epoch_*.keras"))) == 1
-    assert json.loads((tmp_path / "results.json").read_text())["test_pairs"] == 12
-    assert (tmp_path / "learning_curves.png").stat().st_size > 0
-    table = (tmp_path / "translations.md").read_text()
+        assert (out / name / "model.keras").exists()
+        assert len(list((out / name / "checkpoints").glob("epoch_*.keras"))) == 1
+    assert json.loads((out / "results.json").read_text())["test_pairs"] == 12
+    assert (out / "learning_curves.png").stat().st_size > 0
+    table = (out / "translations.md").read_text()
     assert table.count("| reference |") == 9 and table.count("| rnn_attention, beam") == 9
     # Scoring one model again keeps the other one's results (runs in separate sessions).
     again = module.main(["--smoke", "--phase", "evaluate", "--models", "rnn_attention",
-                         "--output-dir", str(tmp_path), "--figures-dir", str(tmp_path / "img")])
+                         "--output-dir", str(out), "--figures-dir", str(tmp_path / "img")])
     assert list(again["models"]) == ["transformer", "rnn_attention"]
     assert again["models"]["transformer"] == results["models"]["transformer"]
     assert (tmp_path / "img" / "bible_learning_curves.png").stat().st_size > 0
     # A second training into the same directory would mix checkpoints: refused.
     with pytest.raises(SystemExit, match="already holds epoch checkpoints"):
-        module.main(["--smoke", "--phase", "train", "--output-dir", str(tmp_path)])
+        module.main(["--smoke", "--phase", "train", "--output-dir", str(out)])
+
+
+def test_reproduce_section_numbers_are_the_artefacts():
+    """The recorded run's steps and times on the page, recomputed from
+    docs/artefacts/bible_es_en/ (results.json, alignments.json, each model's
+    history.json and train.log) and the time limit of its commands (90 min)."""
+    section = " ".join(reproduce_section().split())  # line breaks as spaces
+    evaluated = json.loads((ARTEFACTS / "results.json").read_text())
+    alignments = json.loads((ARTEFACTS / "alignments.json").read_text())
+    limit = 90.0
+    expected, measured, estimated = [], 0.0, 0.0
+    for name in ("transformer", "rnn_attention"):
+        record = json.loads((ARTEFACTS / name / "history.json").read_text())
+        assert "steps" not in record  # the recorded run predates the field: derived
+        minutes = record["history"]["fit_minutes"]
+        log = (ARTEFACTS / name / "train.log").read_text()
+        (batches,) = {int(count) for count in re.findall(r"^(\d+)/\1 - ", log, re.M)}
+        dev = [int(seconds) / 60 for seconds in re.findall(r"dev BLEU [\d.]+ \((\d+) s\)", log)]
+        whole = len(minutes) - 1  # the last epoch was cut by the time limit
+        assert len(dev) == len(minutes) and limit < minutes[-1] < limit + 1
+        validation = minutes[-1] - limit  # what fit logged after the limit
+        starts = [0.0] + [end + seconds for end, seconds in zip(minutes, dev, strict=True)]
+        paces = [minutes[epoch] - starts[epoch] - validation for epoch in range(whole)]
+        pace = sum(paces) / whole
+        cut = limit - starts[whole]
+        steps = whole * batches + round(batches * cut / pace)
+        expected += [f"{whole} whole epochs", f"{whole * batches:,} steps", f"{cut:.2f}",
+                     f"{pace:.2f} minutes" if name == "transformer" else f"{pace:.2f}",
+                     f"{validation:.2f} minutes", f"about {round(batches * cut / pace)} batches",
+                     f"{steps:,} steps", f"--max-steps {steps}", f"--epochs {whole + 1}",
+                     f"{(whole + 1) * batches:,}",
+                     f"{round(batches * cut / min(paces))} or {round(batches * cut / max(paces))}"]
+        scores = evaluated["models"][name]
+        timings = scores["test_decode_timings"]
+        expected += [f"{scores['train_seconds']:,} s",
+                     f"{timings['greedy_seconds']} + {timings['beam_seconds']} s",
+                     f"{alignments['timings'][name + '_seconds']} s"]
+        # the dev choices: 2 greedy and 2 beam passes over the dev verses, at the test speed
+        dev_passes = (2 * (timings["greedy_seconds"] + timings["beam_seconds"])
+                      * evaluated["dev_pairs_scored"] / evaluated["test_pairs"])
+        expected.append(f"about {round(dev_passes)} s")
+        measured += scores["train_seconds"] + timings["greedy_seconds"] + timings["beam_seconds"]
+        measured += alignments["timings"][name + "_seconds"]
+        estimated += dev_passes
+    assert (evaluated["dev_pairs_scored"], evaluated["test_pairs"]) == (1482, 1576)
+    measured += alignments["timings"]["eflomal_seconds"]
+    expected += [f"{alignments['timings']['eflomal_seconds']} s",
+                 f"{alignments['timings']['transformer_guided_seconds']} s more",
+                 f"{measured:,.1f} s", "({} h {} min)".format(*divmod(round(measured / 60), 60)),
+                 "about {} h {} min".format(*divmod(round((measured + estimated) / 60), 60))]
+    missing = [text for text in expected if text not in section]
+    assert not missing, f"{REPRODUCE!r} lacks (or has other numbers than) {missing}"
+
+
+def test_bible_alignments_model_paths_and_figure_names(tmp_path):
+    module = load_example("bible_alignments")
+    folder = tmp_path / "transformer"
+    folder.mkdir()
+    with pytest.raises(SystemExit, match="without averaged.keras or model.keras"):
+        module.model_path(str(folder))
+    (folder / "model.keras").write_bytes(b"")
+    assert module.model_path(str(folder)) == str(folder / "model.keras")
+    (folder / "averaged.keras").write_bytes(b"")  # the evaluate phase kept the average
+    assert module.model_path(str(folder)) == str(folder / "averaged.keras")
+    assert module.model_path(str(folder / "model.keras")) == str(folder / "model.keras")
+    assert [module.heads_figure_name(name) for name in
+            ("transformer", "transformer_guided", "big")] == [
+        "bible_attention_heads.png", "bible_attention_heads_guided.png",
+        "bible_attention_heads_big.png"]
 
 
 def test_bible_alignments_smoke(tmp_path):

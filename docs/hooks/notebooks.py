@@ -12,6 +12,18 @@ open and run; so do these pages. At build time this hook
   relative link to a file of the site, checked by `mkdocs build --strict`
   and working offline.
 
+A notebook is downloaded alone, so it refers to nothing beside it: every
+relative link of the page (`loss.md#the-gradient-p-onehot`,
+`../images/causal_mask.png`, `#a-heading`) becomes the absolute address of
+that file on the published site, `site_url` of mkdocs.yml plus the file's
+URL in the site (`https://.../loss/#the-gradient-p-onehot`; the anchor is
+kept), and every PNG image the page shows (`![...](images/x.png)`) is
+embedded in its Markdown cell as a Jupyter attachment
+(`![...](attachment:x.png)`, the file's bytes base64-encoded in the cell's
+`attachments`; an image of another type gets its site address). Links and images inside code (fenced blocks, code spans)
+are left as they are; a relative link to a file the site does not have is
+left too, with a warning (which fails a `--strict` build).
+
 Which pages, which code: the rule of tests/test_docs.py. A page gets a
 notebook when it has a fenced ```python / ```py / ```pycon block (fence
 indented at most 3 spaces) and is not marked `<!-- docs-test: skip -->`.
@@ -40,18 +52,24 @@ Markdown) and, once jupytext has made the cells, stores the outputs and
 joins the Markdown cells that the regions split. Fenced blocks are found with
 markdown-it-py, jupytext's own Markdown parser. tests/test_docs_notebooks.py
 checks, page by page, that the code cells are exactly the blocks
-tests/test_docs.py runs, and runs one notebook with a Jupyter kernel.
+tests/test_docs.py runs and that no link or image is left relative, checks
+the built site's notebooks' links against its pages and anchors, and runs
+one notebook with a Jupyter kernel.
 """
 
 import ast
+import base64
 import doctest
 import logging
+import posixpath
 import re
 from pathlib import PurePosixPath
+from urllib.parse import unquote, urljoin
 
 import jupytext
 import nbformat
 from markdown_it import MarkdownIt
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, InclusionLevel
 
 log = logging.getLogger("mkdocs.hooks.notebooks")
@@ -71,6 +89,18 @@ REGION_START, REGION_END = "<!-- #region -->", "<!-- #endregion -->"
 
 # `!!! note "Title"` (or `???` / `???+`, collapsible), its body indented by 4.
 ADMONITION = re.compile(r'^(?:!!!|\?\?\?\+?)\s+([\w-]+)(?:\s+"(.*)")?\s*$')
+
+# An inline link or image, [text](destination "title") or ![alt](...); the text
+# may hold brackets one level deep ([`x[0]`](...)).
+LINK = re.compile(r'(?P<image>!?)\[(?:[^\[\]]|\[[^\[\]]*\])*\]'
+                  r'\((?P<destination><[^<>\n]*>|[^\s()<>]+)(?:\s+"[^"\n]*")?\)')
+# A code span: a run of backticks up to the next run of the same length.
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.DOTALL)
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+# Images embedded as attachments (every figure of the docs is a PNG); an image
+# of another type keeps a link to the site (JupyterLab draws an attachment
+# from base64 only for raster types, not SVG).
+ATTACHED_TYPES = {".png": "image/png"}
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 LINK_TEXT = "Download as a notebook"
@@ -180,7 +210,8 @@ def _intro(page_uri, text):
     )
     return [
         "",
-        f"*This notebook is the page `{page_uri}` of the kerasseq documentation, made "
+        f"*This notebook is the page [`{page_uri}`]({PurePosixPath(page_uri).name}) "
+        "of the kerasseq documentation, made "
         "from it when the site was built: its code cells are the page's code, in "
         "order, and the outputs stored under them are the ones the page shows. "
         "It needs kerasseq installed (`pip install -e .` in a checkout of the "
@@ -189,11 +220,86 @@ def _intro(page_uri, text):
     ]
 
 
-def page_notebook(text, page_uri):
+def _code_masked(markdown):
+    """`markdown` with its code (fenced and indented blocks, code spans) blanked
+    out by NUL characters: the same length, so offsets in it are offsets in
+    `markdown`."""
+    line_starts = [0] + [match.end() for match in re.finditer("\n", markdown)]
+    line_starts.append(len(markdown))
+    masked = list(markdown)
+    for token in MarkdownIt("commonmark").parse(markdown):
+        if token.type in ("fence", "code_block") and token.map:
+            first, last = token.map
+            for index in range(line_starts[first], line_starts[min(last, len(line_starts) - 1)]):
+                masked[index] = "\0"
+    return CODE_SPAN.sub(lambda match: "\0" * len(match[0]), "".join(masked))
+
+
+def _site_file(destination, page_uri, files):
+    """`(File, fragment)` that a relative link of the page `page_uri` names, or
+    `(None, None)` for an absolute one (`https:`, `mailto:`, `/...`)."""
+    if destination.startswith("<"):
+        destination = destination[1:-1]
+    if SCHEME.match(destination) or destination.startswith("/"):
+        return None, None
+    path, _, fragment = destination.partition("#")
+    target = page_uri if not path else posixpath.normpath(
+        posixpath.join(posixpath.dirname(page_uri), unquote(path)))
+    return files.get_file_from_path(target), fragment
+
+
+def _attachment_name(file, attached):
+    """A name for `file` among the cell's attachments `attached` (`{name: src_uri}`)."""
+    stem, suffix = posixpath.splitext(posixpath.basename(file.src_uri))
+    name, number = stem + suffix, 1
+    while attached.get(name, file.src_uri) != file.src_uri:
+        number += 1
+        name = f"{stem}-{number}{suffix}"
+    attached[name] = file.src_uri
+    return name
+
+
+def standalone_markdown(markdown, page_uri, files, site_url):
+    """`(markdown, attachments)`: a Markdown cell of the page `page_uri` made to
+    work without the site beside it.
+
+    Relative links become `site_url` plus the file's URL in the site (`files`,
+    the build's `mkdocs.structure.files.Files`), anchors kept; images of the
+    types in ATTACHED_TYPES become `attachment:NAME`, and `attachments` is the
+    cell's `{NAME: {mime type: base64 of the file}}` (empty when it shows none).
+    Code is left alone; a link to a file that `files` lacks is left, with a warning.
+    """
+    masked = _code_masked(markdown)
+    pieces, cursor, attachments, attached = [], 0, {}, {}
+    for match in LINK.finditer(masked):
+        start, end = match.span("destination")
+        destination = markdown[start:end]
+        file, fragment = _site_file(destination, page_uri, files)
+        if file is None:
+            if fragment is not None:
+                log.warning("notebooks: %s links to %r, which is not a file of the site; "
+                            "the notebook keeps the relative link", page_uri, destination)
+            continue
+        mime = ATTACHED_TYPES.get(posixpath.splitext(file.src_uri)[1].lower())
+        if match["image"] and mime is not None:
+            name = _attachment_name(file, attached)
+            attachments[name] = {mime: base64.b64encode(file.content_bytes).decode("ascii")}
+            new = f"attachment:{name}"
+        else:
+            new = urljoin(site_url, file.url) + (f"#{fragment}" if fragment else "")
+        pieces += [markdown[cursor:start], new]
+        cursor = end
+    pieces.append(markdown[cursor:])
+    return "".join(pieces), attachments
+
+
+def page_notebook(text, page_uri, files, site_url):
     """The notebook of the page `text` (its path in docs/: `page_uri`), or None.
 
     None when the page has no block that tests/test_docs.py runs (see the
-    module docstring).
+    module docstring). `files` (the build's `Files`) and `site_url` (absolute,
+    ending in "/") turn its links and images into ones that work in a
+    notebook downloaded alone (`standalone_markdown`).
     """
     if SKIP_MARKER in text:
         return None
@@ -251,6 +357,10 @@ def page_notebook(text, page_uri):
         cell.execution_count = None
     for number, cell in enumerate(merged, start=1):
         cell.id = f"cell-{number}"
+        if cell.cell_type == "markdown":
+            cell.source, attachments = standalone_markdown(cell.source, page_uri, files, site_url)
+            if attachments:
+                cell.attachments = attachments
 
     notebook.cells = merged
     notebook.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
@@ -260,9 +370,14 @@ def page_notebook(text, page_uri):
 
 
 def on_files(files, config):
+    site_url = config.get("site_url")
+    if not site_url:
+        raise PluginError(
+            "docs/hooks/notebooks.py: mkdocs.yml sets no site_url. The notebooks' links point "
+            "at the published site, so they need its address (site_url: https://...).")
     made = 0
     for page in list(files.documentation_pages()):
-        notebook = page_notebook(page.content_string, page.src_uri)
+        notebook = page_notebook(page.content_string, page.src_uri, files, site_url)
         if notebook is None:
             continue
         uri = notebook_uri(page.src_uri)
