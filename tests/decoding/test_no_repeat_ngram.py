@@ -20,7 +20,7 @@ from kerasseq.decoding import (
 )
 from kerasseq.decoding._common import ban_repeated_ngrams
 from kerasseq.decoding.contract import encode_for_search
-from kerasseq.export import export_translator, read_metadata
+from kerasseq.export import read_metadata
 from kerasseq.models import Ensemble, build_transformer_seq2seq
 from tests.decoding.toy_models import (
     END_ID,
@@ -247,27 +247,23 @@ def test_greedy_through_generate_and_translate_matches_the_contract_reference(tr
     assert model.translate(words, config) == texts
 
 
-def test_beam_and_sampling_through_translate(transformers):
+def test_beam_and_sampling_through_generate(transformers):
+    # (XLA against graph mode: the toy tests above; here the model doors, untraced by XLA.)
     first, second, words = transformers
     source_ids = first.source_tokenizer.encode(words).to_tensor().numpy()
+
+    def outputs(model, **search):
+        token_ids, _, lengths = model.generate(source_ids, max_length=10, **search)
+        return [unpad(ids, length) for ids, length in zip(token_ids.reshape(-1, 10),
+                                                          lengths.ravel(), strict=True)]
+
+    beam = dict(num_beams=3, num_return=3)
+    assert any(has_repeated_ngram(tokens, 2) for tokens in outputs(first, **beam))
     for model in (first, Ensemble([first, second])):
-        search = dict(num_beams=3, num_return=3, max_length=10)
-        plain = model.generate(source_ids, **search)
-        guarded = model.generate(source_ids, **search, no_repeat_ngram_size=2)
-        compiled = model.generate(source_ids, **search, no_repeat_ngram_size=2, jit_compile=True)
-        np.testing.assert_array_equal(guarded[0], compiled[0])
-        np.testing.assert_allclose(guarded[1], compiled[1], atol=1e-4)
-        for ids, length in zip(plain[0].reshape(-1, 10), plain[2].ravel(), strict=True):
-            if has_repeated_ngram(unpad(ids, length), 2):
-                break
-        else:
-            raise AssertionError("the untrained model should repeat without the ban")
-        for ids, length in zip(guarded[0].reshape(-1, 10), guarded[2].ravel(), strict=True):
-            assert not has_repeated_ngram(unpad(ids, length), 2)
-        sampled = model.generate(source_ids, method="sample", seed=0, max_length=10,
-                                 no_repeat_ngram_size=1)
-        for ids, length in zip(sampled[0][:, 0], sampled[2][:, 0], strict=True):
-            assert not has_repeated_ngram(unpad(ids, length), 1)
+        assert not any(has_repeated_ngram(tokens, 2)
+                       for tokens in outputs(model, **beam, no_repeat_ngram_size=2))
+        assert not any(has_repeated_ngram(tokens, 1) for tokens in outputs(
+            model, method="sample", seed=0, no_repeat_ngram_size=1))
 
 
 def test_export_and_command_line_carry_the_guard(transformers, tmp_path, capsys):
@@ -276,9 +272,9 @@ def test_export_and_command_line_carry_the_guard(transformers, tmp_path, capsys)
     model, _, words = transformers
     model_path, export_dir = str(tmp_path / "model.keras"), str(tmp_path / "export")
     model.save(model_path)
-    flags = ["--beam", "2", "--no-repeat-ngram-size", "2", "--jit", "off"]
-    guarded = model.translate(words, num_beams=2, no_repeat_ngram_size=2)
-    assert guarded != model.translate(words, num_beams=2)
+    flags = ["--beam", "1", "--no-repeat-ngram-size", "2", "--jit", "off"]  # greedy: cheap
+    guarded = model.translate(words, method="greedy", no_repeat_ngram_size=2)
+    assert guarded != model.translate(words, method="greedy")
 
     assert main(["translate", model_path, *words, *flags]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -291,14 +287,6 @@ def test_export_and_command_line_carry_the_guard(transformers, tmp_path, capsys)
     capsys.readouterr()
     assert main(["translate", export_dir, words[0], "--no-repeat-ngram-size", "3"]) == 2
     assert "exported with no_repeat_ngram_size=2" in capsys.readouterr().err
-
-    # In Python the field travels in the config; TFLite refuses nothing, see test_tflite.
-    python_export = str(tmp_path / "python_export")
-    export_translator(model, python_export, SearchConfig(no_repeat_ngram_size=2, num_beams=2,
-                                                         jit_compile=False))
-    served = tf.saved_model.load(python_export).signatures["serving_default"]
-    assert [text.decode() for text in served(text=tf.constant(words))["translation"].numpy()
-            ] == guarded
 
 
 def test_cli_flag_sets_the_field_only_when_given():
