@@ -238,7 +238,10 @@ def sentence_chrf(hypothesis, reference):
 
 
 def evaluate(name, args, dev_pairs, test_pairs):
-    """Average-or-not and the length penalty on dev, then the test split scored once."""
+    """Average-or-not, the length penalty and the n-gram guard on dev, then the test
+    split scored once."""
+    from kerasseq.evaluation import count_repetitions
+
     directory = os.path.join(args.output_dir, name)
     with open(os.path.join(directory, "history.json"), encoding="utf-8") as handle:
         record = json.load(handle)
@@ -261,11 +264,24 @@ def evaluate(name, args, dev_pairs, test_pairs):
         if record["dev_bleu_greedy_averaged"] > record["dev_bleu_greedy_best_epoch"]:
             model, record["averaged"] = averaged, True
             averaged.save(os.path.join(directory, "averaged.keras"))
-    dev_beam = {alpha: dev_score(model, method="beam", num_beams=args.num_beams,
-                                 length_penalty=alpha) for alpha in args.length_penalties}
-    alpha = max(dev_beam, key=dev_beam.get)
-    record["dev_bleu_beam_by_length_penalty"] = {str(key): value for key, value in dev_beam.items()}
+
+    def dev_beam(alpha, size):  # BLEU and the repeats and loops of a beam search on dev
+        texts = model.translate(dev_sources, method="beam", num_beams=args.num_beams,
+                                length_penalty=alpha, no_repeat_ngram_size=size, batch_size=64,
+                                **search)
+        return {"bleu": corpus_bleu(texts, dev_references), **count_repetitions(texts)}
+
+    by_alpha = {alpha: dev_beam(alpha, 0) for alpha in args.length_penalties}
+    alpha = max(by_alpha, key=lambda key: by_alpha[key]["bleu"])
+    record["dev_bleu_beam_by_length_penalty"] = {str(key): value["bleu"]
+                                                 for key, value in by_alpha.items()}
     record["length_penalty"] = alpha
+    # Then SearchConfig.no_repeat_ngram_size with that penalty (a tie: the smaller size).
+    by_size = {size: dev_beam(alpha, size) if size else by_alpha[alpha]
+               for size in sorted(set(args.no_repeat_ngram_sizes))}
+    size = max(by_size, key=lambda key: by_size[key]["bleu"])
+    record["dev_beam_by_no_repeat_ngram_size"] = {str(key): value for key, value in by_size.items()}
+    record["no_repeat_ngram_size"] = size
 
     sources = [pair.source for pair in test_pairs]
     references = [pair.target for pair in test_pairs]
@@ -277,6 +293,19 @@ def evaluate(name, args, dev_pairs, test_pairs):
     beam = model.translate(sources, method="beam", num_beams=args.num_beams,
                            length_penalty=alpha, batch_size=64, **search)
     timings["beam_seconds"] = round(time.time() - started, 1)
+    guarded, greedy_guarded = beam, greedy
+    if size:
+        started = time.time()
+        guarded = model.translate(sources, method="beam", num_beams=args.num_beams,
+                                  length_penalty=alpha, no_repeat_ngram_size=size, batch_size=64,
+                                  **search)
+        timings["beam_guarded_seconds"] = round(time.time() - started, 1)
+        greedy_guarded = model.translate(sources, method="greedy", no_repeat_ngram_size=size,
+                                         batch_size=64, **search)
+        with open(os.path.join(directory, "test_guarded.tsv"), "w", encoding="utf-8") as handle:
+            handle.write("verse\tgreedy\tbeam\n" + "".join(
+                f"{pair.verse_id}\t{' '.join(g.split())}\t{' '.join(b.split())}\n"
+                for pair, g, b in zip(test_pairs, greedy_guarded, guarded, strict=True)))
     chrf = [sentence_chrf(hypothesis, reference) for hypothesis, reference in
             zip(beam, references, strict=True)]
     record.update({
@@ -289,6 +318,15 @@ def evaluate(name, args, dev_pairs, test_pairs):
         "test_bleu_by_length_greedy": scores_by_length(sources, greedy, references,
                                                        buckets=LENGTH_BUCKETS),
         "test_decode_timings": timings,
+        "test_repetitions": {  # "beam" is the plain beam; "beam_guarded" has the chosen size
+            "reference": count_repetitions(references), "greedy": count_repetitions(greedy),
+            "beam": {"bleu": corpus_bleu(beam, references), **count_repetitions(beam)},
+            "greedy_guarded": {"no_repeat_ngram_size": size,
+                               "bleu": corpus_bleu(greedy_guarded, references),
+                               **count_repetitions(greedy_guarded)},
+            "beam_guarded": {"no_repeat_ngram_size": size, "bleu": corpus_bleu(guarded, references),
+                             "chrf": corpus_chrf(guarded, references),
+                             **count_repetitions(guarded)}},
         "examples": [{"verse": test_pairs[index].verse_id, "source": sources[index],
                       "reference": references[index], "beam": beam[index],
                       "greedy": greedy[index], "chrf": round(chrf[index], 1)}
@@ -411,6 +449,9 @@ def make_parser():
                         help="transformer_guided: the guided head")
     parser.add_argument("--num-beams", type=int, default=4)
     parser.add_argument("--length-penalties", type=float, nargs="+", default=[0.0, 1.0])
+    parser.add_argument("--no-repeat-ngram-sizes", type=int, nargs="+", default=[0],
+                        help="SearchConfig.no_repeat_ngram_size values tried on dev with the "
+                             "chosen length penalty (0: off); the best dev BLEU decodes test")
     parser.add_argument("--threads", type=int, default=0,
                         help="TensorFlow intra- and inter-op threads (0: TensorFlow's choice)")
     parser.add_argument("--seed", type=int, default=0)

@@ -15,10 +15,12 @@ Pronunciations are compared as phoneme lists: `"HH AH  L OW"` and
 `"HH AH L OW"` are the same. Edit distances come from `rapidfuzz`.
 
 Translation: `corpus_bleu` and `corpus_chrf` are thin wrappers over sacreBLEU,
-so scores are the standard, comparable ones (0-100 scale).
+so scores are the standard, comparable ones (0-100 scale); `count_repetitions`
+counts the outputs of a decoder that loops.
 """
 
 import bisect
+import re
 
 from rapidfuzz.distance import Levenshtein
 
@@ -309,3 +311,44 @@ def scores_by_length(sources, hypotheses, references, buckets=(0, 10, 20, 30, 40
             "score": score,
         })
     return rows
+
+
+# Letters (not digits: "10000") of 1-4 characters that follow themselves 3 more times.
+_WORD_LOOP = re.compile(r"([^\W\d_]{1,4})\1{3,}")
+
+
+def count_repetitions(texts):
+    """Texts in which a decoder looped: a word 3+ times in a row, or a loop inside a word.
+
+    Counted per text (what `SearchConfig.no_repeat_ngram_size` guards against):
+
+    - `"repeated_words"`: one word 3 or more times in a row ("the the the");
+      words are compared lower-cased, without the punctuation around them, so
+      "Holy, holy, holy" counts too: count the references as well.
+    - `"word_loops"`: a word in which 1 to 4 letters follow themselves 4 or
+      more times ("scoffff", "abababab"; "coffee" and "10000" do not).
+
+    Args:
+        texts: list of str.
+
+    Returns:
+        `{"texts": int, "repeated_words": int, "word_loops": int}`.
+
+    Example:
+
+    >>> count_repetitions(["the scoffffers came", "Holy, holy, holy!", "a coffee"])
+    {'texts': 3, 'repeated_words': 1, 'word_loops': 1}
+    """
+    if isinstance(texts, str):
+        raise ValueError("texts must be a list of str, not a single str.")
+    counts = {"texts": 0, "repeated_words": 0, "word_loops": 0}
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"Each text must be a str. Received at index {index}: {text!r:.200}")
+        words = [re.sub(r"^\W+|\W+$", "", word).lower() for word in text.split()]
+        counts["texts"] += 1
+        counts["repeated_words"] += any(
+            first == second == third != "" for first, second, third
+            in zip(words, words[1:], words[2:], strict=False))
+        counts["word_loops"] += any(_WORD_LOOP.search(word) for word in words)
+    return counts

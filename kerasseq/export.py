@@ -329,6 +329,7 @@ def _write_metadata(directory, model, translator, alignment=None):
         "num_beams": config.effective_num_beams,
         "num_return": config.num_return,
         "length_penalty": float(config.length_penalty),
+        "no_repeat_ngram_size": config.no_repeat_ngram_size,
         "max_length": translator.max_length,
         "max_source_length": translator.source_limit,
         "jit_compile": translator.jit_compile,
@@ -357,8 +358,8 @@ def read_metadata(path):
 
     Returns:
         A dict with the search settings (`method`, `num_beams`,
-        `num_return`, `length_penalty`, `max_length`, `max_source_length`,
-        `jit_compile`), `signatures` (name → inputs and outputs; with
+        `num_return`, `length_penalty`, `no_repeat_ngram_size`, `max_length`,
+        `max_source_length`, `jit_compile`), `signatures` (name → inputs and outputs; with
         `translate_alignments`, also `alignment_layer` / `alignment_head`)
         and `model_class`; or `None`.
     """

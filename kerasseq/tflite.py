@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from kerasseq._files import replace_atomically
-from kerasseq._validation import check_positive_int
+from kerasseq._validation import check_int, check_positive_int
 from kerasseq.data.tokenizer import END_ID, START_ID
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
@@ -212,7 +212,7 @@ class TFLiteGreedyDecoder:
         self.max_length = int(limits["limit_max_length"])
         self.source_vocab_size = int(limits["limit_source_vocab_size"])
 
-    def greedy(self, source_ids, max_length):
+    def greedy(self, source_ids, max_length, no_repeat_ngram_size=0):
         """Arg-max decoding of `source_ids`, like `kerasseq.decoding.greedy`.
 
         Args:
@@ -220,6 +220,8 @@ class TFLiteGreedyDecoder:
                 batch size, length <= its source length.
             max_length: int >= 1, most tokens generated (at most the
                 `max_length` the file was written with, for a Transformer).
+            no_repeat_ngram_size: int n >= 0, as `kerasseq.SearchConfig`'s:
+                no n-gram of tokens twice in an output (0: off).
 
         Returns:
             NumPy `(token_ids, lengths)`: int32 `(rows, max_length)` without
@@ -242,6 +244,7 @@ class TFLiteGreedyDecoder:
                 f"source_length). Received: source_ids of shape {source_ids.shape}"
             )
         max_length = check_positive_int("max_length", max_length)
+        size = check_int("no_repeat_ngram_size", no_repeat_ngram_size, 0)
         if max_length > self.max_length:
             raise ValueError(
                 f"max_length must be <= {self.max_length}, the max_length this .tflite file was "
@@ -263,6 +266,8 @@ class TFLiteGreedyDecoder:
             result = self._step(token_ids=tokens, step=np.int32(step), **state)
             logits = result.pop("logits")
             state = result
+            for row in range(rows) if size else ():
+                logits[row, _repeating_tokens(output[row, :step], size)] = -np.inf
             tokens = np.argmax(logits, axis=-1).astype(np.int32)
             ended = ~finished & (tokens == self.end_id)
             lengths[ended] = step
@@ -271,3 +276,10 @@ class TFLiteGreedyDecoder:
             if finished[:rows].all():
                 break
         return output[:rows], lengths[:rows]
+
+
+def _repeating_tokens(tokens, size):
+    """The tokens that would complete an n-gram (n = `size`) already in `tokens`."""
+    tokens, last = list(tokens), list(tokens[len(tokens) - size + 1:]) if size > 1 else []
+    return sorted({tokens[j + size - 1] for j in range(len(tokens) - size + 1)
+                   if tokens[j:j + size - 1] == last})

@@ -243,6 +243,9 @@ def _add_search_arguments(parser, export=False):
                                                       if export else " (default 1)"))
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+                        help="no N-gram of tokens twice in an output, as fairseq's flag "
+                             "(default 0: off)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
                         help="XLA-compile the encoder and the search (default auto: on)")
 

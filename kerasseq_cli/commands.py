@@ -285,6 +285,7 @@ def command_train(args):
 # The flag that sets each SearchConfig field, to name it in an error.
 _SEARCH_FLAGS = {"num_beams": "--beam", "num_return": "--nbest",
                  "length_penalty": "--length-penalty", "max_length": "--max-length",
+                 "no_repeat_ngram_size": "--no-repeat-ngram-size",
                  "max_source_length": "--max-source-length"}
 
 
@@ -300,7 +301,8 @@ def _search_kwargs(args, **fields):
     """
     from kerasseq.decoding.config import SearchConfig
 
-    fields.update(num_return=args.nbest, length_penalty=args.length_penalty)
+    fields.update(num_return=args.nbest, length_penalty=args.length_penalty,
+                  no_repeat_ngram_size=args.no_repeat_ngram_size)
     search = {key: value for key, value in fields.items() if value is not None}
     if args.beam == 1:
         search["method"] = "greedy"
@@ -356,6 +358,10 @@ def load_saved_model_translator(path, args):
     if args.length_penalty and exported_penalty is not None and args.length_penalty != exported_penalty:
         raise CLIError(f"{path!r} was exported with length_penalty={exported_penalty}; "
                        f"re-export with --length-penalty {args.length_penalty}")
+    exported_size = metadata.get("no_repeat_ngram_size", 0)
+    if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size != exported_size:
+        raise CLIError(f"{path!r} was exported with no_repeat_ngram_size={exported_size}; "
+                       f"re-export with --no-repeat-ngram-size {args.no_repeat_ngram_size}")
     if args.alignments:
         if args.alignment_layer is not None or args.alignment_head is not None:
             raise CLIError(f"{path!r} aligns with the attention chosen at export time "
@@ -524,14 +530,16 @@ def command_export(args):
         raise CLIError("--alignment-layer / --alignment-head choose the attention of "
                        "--alignments; pass --alignments too")
     model = load_model(args.model_dir)
+    # In the config: export_translator names its other settings as keywords.
+    base = SearchConfig(no_repeat_ngram_size=search.pop("no_repeat_ngram_size", 0))
     try:
-        path = export_translator(model, args.export_dir, overwrite=args.overwrite,
+        path = export_translator(model, args.export_dir, base, overwrite=args.overwrite,
                                  alignments=args.alignments, **which, **search)
     except FileExistsError as error:
         raise CLIError(str(error)) from None
     except ValueError as error:  # a model's own search limit, --alignments without attention
         raise _flag_error(error, _SEARCH_FLAGS) from None
-    config = SearchConfig(**search)
+    config = base.replace(**search)
     signatures = ("serving_default (text -> translation, score), "
                   "translate_nbest (text -> translations, scores)")
     if args.alignments:

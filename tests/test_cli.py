@@ -303,6 +303,9 @@ SEARCH_ERRORS = [
      "--nbest: num_return must be <= num_beams=2. Received: num_return=3"),
     (["translate", "/tmp/x", "cat", "--beam", "1", "--nbest", "2"],
      "--nbest 2 needs --beam N with N >= 2 (--beam 1 is greedy search)"),
+    (["translate", "/tmp/x", "cat", "--no-repeat-ngram-size", "-1"],
+     "--no-repeat-ngram-size: no_repeat_ngram_size must be >= 0. Received: "
+     "no_repeat_ngram_size=-1"),
     (["evaluate", "/tmp/x", "--nbest", "0"],
      "--nbest: num_return must be >= 1. Received: num_return=0"),
     (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-length", "0"],

@@ -4,6 +4,7 @@ import sacrebleu
 from kerasseq.evaluation import (
     corpus_bleu,
     corpus_chrf,
+    count_repetitions,
     g2p_error_rates,
     phoneme_error_rate,
     word_error_rate,
@@ -63,3 +64,25 @@ def test_bleu_and_chrf_match_sacrebleu():
         hyps, [["the cat is on the mat", "a dog"], ["there is a cat on the mat", None]]
     ).score
     assert corpus_bleu(hyps, multi) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text, repeated, looped", [
+    ("the the the", 1, 0), ("the the", 0, 0), ("The, the; THE.", 1, 0),
+    ("the the x the", 0, 0), ("— — — a", 0, 0),  # punctuation is no word
+    ("scoffff", 0, 1), ("scofff", 0, 0), ("abababab", 0, 1), ("abababa", 0, 0),
+    ("hahahaha!", 0, 1), ("xyzwxyzwxyzwxyzw", 0, 1), ("abcdeabcdeabcdeabcde", 0, 0),
+    ("coffee Mississippi", 0, 0), ("10000 men", 0, 0), ("aaaa", 0, 1),
+    ("go go go, scoffffers", 1, 1), ("", 0, 0),
+])
+def test_count_repetitions_on_hand_made_texts(text, repeated, looped):
+    assert count_repetitions([text]) == {"texts": 1, "repeated_words": repeated,
+                                         "word_loops": looped}
+
+
+def test_count_repetitions_counts_texts_not_occurrences():
+    texts = ["a a a b b b", "scoffff scoffff", "fine", "x x x"]
+    assert count_repetitions(texts) == {"texts": 4, "repeated_words": 2, "word_loops": 1}
+    with pytest.raises(ValueError, match="list of str"):
+        count_repetitions("a a a")
+    with pytest.raises(ValueError, match="at index 1"):
+        count_repetitions(["a", None])

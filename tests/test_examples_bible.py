@@ -162,9 +162,20 @@ def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
     assert table.count("| reference |") == 9 and table.count("| rnn_attention, beam") == 9
     # Scoring one model again keeps the other one's results (runs in separate sessions).
     again = module.main(["--smoke", "--phase", "evaluate", "--models", "rnn_attention",
-                         "--output-dir", str(out), "--figures-dir", str(tmp_path / "img")])
+                         "--output-dir", str(out), "--figures-dir", str(tmp_path / "img"),
+                         "--no-repeat-ngram-sizes", "2", "0"])
     assert list(again["models"]) == ["transformer", "rnn_attention"]
     assert again["models"]["transformer"] == results["models"]["transformer"]
+    scores = again["models"]["rnn_attention"]  # the n-gram guard chosen on dev
+    by_size = scores["dev_beam_by_no_repeat_ngram_size"]
+    assert list(by_size) == ["0", "2"] and scores["no_repeat_ngram_size"] in (0, 2)
+    assert by_size["0"]["bleu"] == scores["dev_bleu_beam_by_length_penalty"]["0.0"]
+    assert by_size[str(scores["no_repeat_ngram_size"])]["bleu"] == max(
+        row["bleu"] for row in by_size.values())
+    repetitions = scores["test_repetitions"]
+    assert repetitions["beam"]["bleu"] == scores["test_bleu_beam"]
+    assert repetitions["beam_guarded"]["no_repeat_ngram_size"] == scores["no_repeat_ngram_size"]
+    assert repetitions["reference"]["texts"] == repetitions["greedy"]["texts"] == 12
     assert (tmp_path / "img" / "bible_learning_curves.png").stat().st_size > 0
     # A second training into the same directory would mix checkpoints: refused.
     with pytest.raises(SystemExit, match="already holds epoch checkpoints"):

@@ -43,11 +43,12 @@ def _ids(model, words):
     return model.source_tokenizer.encode(words).to_tensor().numpy()
 
 
-def _assert_same_as_keras(model, words, decoder):
+def _assert_same_as_keras(model, words, decoder, no_repeat_ngram_size=0):
     source_ids = _ids(model, words)
-    tokens, lengths = decoder.greedy(source_ids, MAX_LENGTH)
-    expected_tokens, _, expected_lengths = model.generate(source_ids, method="greedy",
-                                                          max_length=MAX_LENGTH)
+    tokens, lengths = decoder.greedy(source_ids, MAX_LENGTH, no_repeat_ngram_size)
+    expected_tokens, _, expected_lengths = model.generate(
+        source_ids, method="greedy", max_length=MAX_LENGTH,
+        no_repeat_ngram_size=no_repeat_ngram_size)
     np.testing.assert_array_equal(tokens, expected_tokens[:, 0])  # (rows, num_return=1, ...)
     np.testing.assert_array_equal(lengths, expected_lengths[:, 0])
     return tokens
@@ -75,7 +76,12 @@ def test_transformer_converts_and_greedy_equals_keras(transformer):
     decoder = TFLiteGreedyDecoder(convert_to_tflite(transformer, batch_size=6,
                                                     max_length=transformer.max_positions))
     assert decoder.source_length == decoder.max_length == transformer.max_positions
-    _assert_same_as_keras(transformer, words, decoder)
+    plain = _assert_same_as_keras(transformer, words, decoder)
+    # An untrained model repeats its tokens: the guard (no token twice) changes them.
+    guarded = _assert_same_as_keras(transformer, words, decoder, no_repeat_ngram_size=1)
+    assert not np.array_equal(plain, guarded)
+    with pytest.raises(ValueError, match="no_repeat_ngram_size must be >= 0"):
+        decoder.greedy(_ids(transformer, words), MAX_LENGTH, no_repeat_ngram_size=-1)
 
     # Step by step through the whole cache, fed the same (random) tokens: the
     # interpreter's logits are Keras' logits at every position.

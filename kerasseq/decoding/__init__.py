@@ -28,6 +28,10 @@ Common arguments. Every decoder takes these (each says what it adds):
   the end token); `min_length`: int in `[0, max_length]`, the end token gets
   probability zero until `min_length` tokens were generated (the returned
   log-probabilities are not renormalised for that ban).
+- `no_repeat_ngram_size`: int n >= 0 (keyword-only), fairseq's n-gram
+  blocking: a token that would complete an n-gram already in the generated
+  tokens gets probability zero (not renormalised either; beam search: per
+  beam; `_common.ban_repeated_ngrams`; 0, the default, turns it off).
 - `jit_compile`: bool, compile the loop with XLA (the one description of
   how a decoder runs). Inside a `tf.function` (yours, or the one
   `kerasseq.Translator` compiles) it becomes part of that graph; called

@@ -131,6 +131,39 @@ def forbid_end(log_probs, end_id, step, min_length):
     return tf.where(forbidden, NEG_INF, log_probs)
 
 
+def ban_repeated_ngrams(log_probs, sequences, step, size):
+    """Set to `-inf` every token that would repeat an n-gram of its hypothesis.
+
+    fairseq's `no_repeat_ngram_size` (n = `size`) over the generated tokens
+    y_0 .. y_{step-1}: for every earlier window with y_j .. y_{j+n-2} equal to
+    the last n-1 tokens, y_{j+n-1} is banned (n=1: every generated token).
+    One `(rows, max_length)` comparison per window offset, then one scatter
+    into the vocabulary; positions >= `step` (padding) never take part.
+
+    Args:
+        log_probs: float32 `(rows, vocab_size)`.
+        sequences: int32 `(rows, max_length)`, the token generated at step i
+            in column i.
+        step: int32 scalar tensor, the tokens generated so far.
+        size: Python int n >= 0; 0 returns `log_probs` itself.
+    """
+    max_length = sequences.shape[-1]
+    if size == 0 or size >= max_length:  # a ban needs y_{j+n-1} at a position < step < max_length
+        return log_probs
+    # Window j can ban when its follower j+n-1 is generated and lies before the
+    # last n-1 tokens' start: j <= step - n.
+    matches = tf.broadcast_to(tf.range(max_length) <= step - size, tf.shape(sequences))
+    for offset in range(size - 1):
+        window = tf.pad(sequences[:, offset:], [[0, 0], [0, offset]])  # y_{j+offset} at j
+        last = tf.gather(sequences, tf.maximum(step - size + 1 + offset, 0), axis=1)  # (rows,)
+        matches = tf.logical_and(matches, tf.equal(window, last[:, None]))  # (rows, max_length)
+    followers = tf.pad(sequences[:, size - 1:], [[0, 0], [0, size - 1]])  # y_{j+n-1} at j
+    rows = tf.broadcast_to(tf.range(tf.shape(sequences)[0])[:, None], tf.shape(sequences))
+    hits = tf.scatter_nd(tf.stack([rows, followers], axis=-1), tf.cast(matches, tf.int32),
+                         tf.shape(log_probs))  # (rows, vocab_size): bans per token
+    return tf.where(hits > 0, NEG_INF, log_probs)
+
+
 def write_token(sequences, position, tokens):
     """Return `sequences` with `tokens` written at `position` on the last axis.
 
@@ -159,24 +192,26 @@ class PathState(collections.namedtuple(
     """
 
 
-def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, max_length, min_length):
+def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, config):
     """Run one `tf.while_loop` that extends one hypothesis per batch row.
 
     Args:
         step_fn: the model step, see `kerasseq.decoding`.
         choose_tokens: `(masked_log_probs, logits, step) -> next_tokens` with
             `masked_log_probs` float32 `(batch_size, vocab_size)` (end token
-            forbidden before `min_length`), `logits` the raw model logits and
-            `next_tokens` int32 `(batch_size,)`.
+            forbidden before `min_length`, repeated n-grams banned), `logits`
+            the raw model logits and `next_tokens` int32 `(batch_size,)`.
         start_tokens: int32 `(batch_size,)`.
         state: dict of tensors, batch-leading.
-        end_id, max_length, min_length: Python ints.
+        end_id: Python int.
+        config: a `SearchConfig` (`max_length`, `min_length` and
+            `no_repeat_ngram_size` are read).
 
     Returns:
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
         float32 `(batch_size,)`, int32 `(batch_size,)`.
     """
-    batch_size = num_rows(start_tokens)
+    batch_size, max_length = num_rows(start_tokens), config.max_length
     path = PathState(
         step=tf.constant(0, tf.int32),
         tokens=start_tokens,
@@ -192,7 +227,9 @@ def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, max_
     def extend(path, state):
         logits, new_state = step_fn(path.tokens, state, path.step)
         log_probs = log_probs_float32(logits)  # (batch_size, vocab_size)
-        allowed = forbid_end(log_probs, end_id, path.step, min_length)
+        allowed = forbid_end(log_probs, end_id, path.step, config.min_length)
+        allowed = ban_repeated_ngrams(allowed, path.sequences, path.step,
+                                      config.no_repeat_ngram_size)
         next_tokens = tf.cast(choose_tokens(allowed, logits, path.step), tf.int32)
         token_log_probs = tf.gather(log_probs, next_tokens, batch_dims=1)  # (batch_size,)
         return _advance(path, next_tokens, token_log_probs, end_id), new_state

@@ -68,6 +68,7 @@ def beam_search(
     return_log_probs=False,
     jit_compile=False,
     shared_state=(),
+    no_repeat_ngram_size=0,
 ):
     """Find high-probability sequences with beam search (GNMT / Flax style).
 
@@ -126,6 +127,7 @@ def beam_search(
             search reads one copy per source instead of `num_beams`;
             `step_fn` must return them unchanged. A model lists them in its
             `shared_state_keys` (the Transformer: its cross-attention caches).
+        no_repeat_ngram_size: as in `greedy`, for each beam's own tokens.
 
     Returns:
         `(token_ids, scores, lengths)`, or `(token_ids, scores, lengths,
@@ -159,7 +161,8 @@ def beam_search(
     _common.check_step_arguments(batch_size, start_id, end_id)
     config = SearchConfig(method="beam", num_beams=num_beams, num_return=num_return,
                           max_length=max_length, min_length=min_length,
-                          length_penalty=length_penalty, coverage_penalty=coverage_penalty)
+                          length_penalty=length_penalty, coverage_penalty=coverage_penalty,
+                          no_repeat_ngram_size=no_repeat_ngram_size)
     _check_shared_state(shared_state, state)  # before anything is traced
 
     def loop(start_tokens, state):
@@ -177,7 +180,8 @@ def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=
 
     Args:
         config: a `SearchConfig` (`num_beams`, `num_return`, `max_length`,
-            `min_length`, `length_penalty`, `coverage_penalty` are read).
+            `min_length`, `length_penalty`, `coverage_penalty`,
+            `no_repeat_ngram_size` are read).
         shared_state: names of state tensors, see `beam_search`.
 
     Returns:
@@ -196,7 +200,8 @@ def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=
         end_id=end_id, num_beams=config.num_beams, max_length=config.max_length,
         min_length=config.min_length, length_penalty=float(config.length_penalty),
         coverage_penalty=float(config.coverage_penalty), num_return=config.num_return,
-        shared_state=_check_shared_state(shared_state, state))
+        shared_state=_check_shared_state(shared_state, state),
+        no_repeat_ngram_size=config.no_repeat_ngram_size)
     return _search(step_fn, settings, start_tokens, state)
 
 
@@ -204,7 +209,7 @@ def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=
 # max_length=None; the loop needs the number of the batch's bucket).
 _BeamSettings = collections.namedtuple("_BeamSettings", [
     "end_id", "num_beams", "max_length", "min_length",
-    "length_penalty", "coverage_penalty", "num_return", "shared_state",
+    "length_penalty", "coverage_penalty", "num_return", "shared_state", "no_repeat_ngram_size",
 ])
 
 
@@ -319,7 +324,10 @@ def _beam_step(step_fn, config, batch_size, beams, state):
     logits, new_state = step_fn(beams.alive_tokens, state, beams.step)
     log_probs = _common.log_probs_float32(logits)  # (batch_size * num_beams, vocab_size)
     log_probs = _common.forbid_end(log_probs, config.end_id, beams.step, config.min_length)
-    vocab_size = log_probs.shape[-1]
+    vocab_size, max_length = log_probs.shape[-1], config.max_length
+    log_probs = _common.ban_repeated_ngrams(  # each beam's own tokens
+        log_probs, tf.reshape(beams.alive_sequences, [-1, max_length]), beams.step,
+        config.no_repeat_ngram_size)
     log_probs = tf.reshape(log_probs, [batch_size, num_beams, vocab_size])
     # (batch_size, num_beams, vocab_size)
     candidates = _top_candidates(beams, log_probs, config)

@@ -89,6 +89,15 @@ class SearchConfig:
             the search stops, and the Transformer's self-attention cache
             ends, there. Off by default (`max_length_a=0`: every batch
             gets `max_length`).
+        no_repeat_ngram_size: int n >= 0, fairseq's `--no-repeat-ngram-size`:
+            no n-gram of token ids occurs twice in a hypothesis. At each step
+            a token that would complete an n-gram the hypothesis already holds
+            gets log-probability `-inf` (every search; beam search per beam).
+            Only generated tokens count, never the start token. With WordPiece
+            the n-grams are of pieces: n=3 allows a piece at most 3 times in a
+            row ("##f ##f ##f"), which also ends loops inside a word, but it
+            bans fair repeats too ("of the ... of the" with n=2): choose n
+            on dev data. 0 (default) turns it off, at no cost.
 
     Example:
 
@@ -116,6 +125,7 @@ class SearchConfig:
     source_buckets: str = "geometric"
     max_length_a: float = 0.0
     max_length_b: int = 10
+    no_repeat_ngram_size: int = 0
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -183,6 +193,7 @@ class SearchConfig:
                              f"Received: source_buckets={self.source_buckets!r}")
         _check_finite_non_negative("max_length_a", self.max_length_a)
         self._check_int("max_length_b", 0)
+        self._check_int("no_repeat_ngram_size", 0)
 
     def _check_int(self, name, minimum):
         try:

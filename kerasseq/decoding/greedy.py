@@ -8,7 +8,7 @@ from kerasseq.decoding.config import SearchConfig
 
 @tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=0, *,
-           jit_compile=False):
+           no_repeat_ngram_size=0, jit_compile=False):
     """Decode by choosing the arg-max token at every step.
 
     At step t the decoder feeds the previous token y_{t-1} (the start token at
@@ -22,7 +22,8 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
 
     Args:
         step_fn, state, batch_size, start_id, end_id, max_length, min_length,
-            jit_compile: the "Common arguments" of `kerasseq.decoding`.
+            no_repeat_ngram_size, jit_compile: the "Common arguments" of
+            `kerasseq.decoding`.
 
     Returns:
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
@@ -43,7 +44,8 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
     ([[3, 2, 0, 0, 0]], [2])
     """
     _common.check_step_arguments(batch_size, start_id, end_id)
-    config = SearchConfig(method="greedy", max_length=max_length, min_length=min_length)
+    config = SearchConfig(method="greedy", max_length=max_length, min_length=min_length,
+                          no_repeat_ngram_size=no_repeat_ngram_size)
 
     def loop(start_tokens, state):
         return greedy_loop(step_fn, start_tokens, state, config, end_id)
@@ -57,8 +59,7 @@ def greedy_loop(step_fn, start_tokens, state, config, end_id):
     Returns:
         `(token_ids, scores, lengths)` as `greedy` does.
     """
-    return _common.single_path_decode(step_fn, _arg_max, start_tokens, state, end_id,
-                                      config.max_length, config.min_length)
+    return _common.single_path_decode(step_fn, _arg_max, start_tokens, state, end_id, config)
 
 
 def _arg_max(log_probs, logits, step):

@@ -8,7 +8,7 @@ from kerasseq.decoding.config import SearchConfig
 
 @tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature=1.0, top_k=0,
-           top_p=1.0, seed=None, min_length=0, *, jit_compile=False):
+           top_p=1.0, seed=None, min_length=0, *, no_repeat_ngram_size=0, jit_compile=False):
     """Decode by drawing every token from the (filtered) model distribution.
 
     At step t the logits z are divided by the temperature T, filtered, and the
@@ -38,7 +38,7 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
         seed: int, int32 scalar tensor or `None`. `None` draws a fresh seed
             from TensorFlow's global generator (`sampling_seed`; so
             `keras.utils.set_random_seed` makes it repeatable).
-        min_length, jit_compile: as in `greedy`. (A
+        min_length, no_repeat_ngram_size, jit_compile: as in `greedy`. (A
             seeded draw is repeatable for a fixed batch size; `kerasseq.Translator`
             pads batches to buckets, so its draws may differ from a direct call's.)
 
@@ -59,7 +59,8 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     _common.check_step_arguments(batch_size, start_id, end_id)
     config = SearchConfig(method="sample", max_length=max_length, min_length=min_length,
                           temperature=temperature, top_k=top_k, top_p=top_p,
-                          seed=None if tf.is_tensor(seed) else seed)
+                          seed=None if tf.is_tensor(seed) else seed,
+                          no_repeat_ngram_size=no_repeat_ngram_size)
     seed_tensor = sampling_seed(seed)
 
     def loop(start_tokens, state, seed):
@@ -109,8 +110,7 @@ def sample_loop(step_fn, start_tokens, state, config, end_id, seed):
     def draw(log_probs, logits, step):
         return _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p)
 
-    return _common.single_path_decode(step_fn, draw, start_tokens, state, end_id,
-                                      config.max_length, config.min_length)
+    return _common.single_path_decode(step_fn, draw, start_tokens, state, end_id, config)
 
 
 def _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p):

@@ -80,10 +80,22 @@ def length_penalty(length, alpha):
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def allowed_log_probs(model, row, prefix, min_length):
+def repeats_ngram(prefix, token, size):
+    """Whether `token` after `prefix` completes an n-gram (n = `size`) that
+    `prefix` already holds: the definition of `no_repeat_ngram_size`."""
+    if size == 0 or len(prefix) < size:
+        return False
+    new = tuple(prefix[len(prefix) - size + 1:]) + (token,)
+    return any(tuple(prefix[j:j + size]) == new for j in range(len(prefix) - size + 1))
+
+
+def allowed_log_probs(model, row, prefix, min_length, no_repeat=0):
     log_probs = model.log_probs(row, prefix).copy()
     if len(prefix) < min_length:
         log_probs[END_ID] = -np.inf
+    for token in range(model.vocab_size):
+        if repeats_ngram(prefix, token, no_repeat):
+            log_probs[token] = -np.inf
     return log_probs
 
 
@@ -116,7 +128,8 @@ def brute_force(model, row, max_length, min_length=0, alpha=0.0):
     return sorted(results, key=lambda result: -result[0])
 
 
-def reference_beam_search(model, row, num_beams, max_length, min_length=0, alpha=0.0):
+def reference_beam_search(model, row, num_beams, max_length, min_length=0, alpha=0.0,
+                          no_repeat=0):
     """Plain-Python alive/finished beam search without early stopping.
 
     Returns:
@@ -127,7 +140,7 @@ def reference_beam_search(model, row, num_beams, max_length, min_length=0, alpha
     for step in range(max_length):
         candidates = []
         for prefix, log_prob in alive:
-            log_probs = allowed_log_probs(model, row, prefix, min_length)
+            log_probs = allowed_log_probs(model, row, prefix, min_length, no_repeat)
             for token in range(model.vocab_size):
                 if log_prob + log_probs[token] > -np.inf:
                     candidates.append((log_prob + log_probs[token], prefix, token))
@@ -147,11 +160,11 @@ def reference_beam_search(model, row, num_beams, max_length, min_length=0, alpha
     return sorted(finished, key=lambda result: -result[0])
 
 
-def reference_greedy(model, row, max_length, min_length=0):
+def reference_greedy(model, row, max_length, min_length=0, no_repeat=0):
     """`(tokens, log_prob)` of greedy decoding for one row."""
     prefix, total = (), 0.0
     for _ in range(max_length):
-        log_probs = allowed_log_probs(model, row, prefix, min_length)
+        log_probs = allowed_log_probs(model, row, prefix, min_length, no_repeat)
         token = int(np.argmax(log_probs))
         total += model.log_probs(row, prefix)[token]
         if token == END_ID:
