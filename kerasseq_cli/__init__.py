@@ -244,7 +244,7 @@ def _add_search_arguments(parser, export=False):
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
-                        help="XLA-compile the encoder and the search (default auto: on)")
+                        help="XLA-compile the encoder and the search (default auto: on a GPU, off on a CPU)")
 
 
 MODEL_HELP = ("a model: a .keras file or a training run directory (its model.keras); "
