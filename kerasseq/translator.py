@@ -414,9 +414,9 @@ class Translator:
                    for _ in texts]
         order = [row for row in np.argsort(lengths, kind="stable")
                  if lengths[row] and texts[row].strip()]
-        progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
-        if progress is not None and len(order) < len(texts):
-            progress.add(len(texts) - len(order))
+        progress = keras.utils.Progbar(len(texts), verbose=verbose)  # verbose=0: silent
+        if len(order) < len(texts):
+            progress.add(len(texts) - len(order))  # the blank texts
         for start in range(0, len(order), self.config.batch_size):
             rows = order[start:start + self.config.batch_size]
             ids = self._prepare_ids(tf.gather(source, rows).to_tensor(default_value=PAD_ID).numpy())
@@ -428,8 +428,7 @@ class Translator:
             for index, row in enumerate(rows):
                 hypotheses = slice(index * returns, (index + 1) * returns)
                 results[row] = (strings[hypotheses], scores[index].tolist(), links[hypotheses])
-            if progress is not None:
-                progress.add(len(rows))
+            progress.add(len(rows))
         # n-best lists, or each text's one hypothesis
         columns = [0] + [1] * bool(return_scores) + [2] * bool(return_alignments)
         outputs = [[result[column] if returns > 1 else result[column][0] for result in results]

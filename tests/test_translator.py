@@ -355,6 +355,16 @@ def test_text_needs_tokenizers_and_alignments_attention():
             align()
 
 
+def test_progress_bar_counts_every_text_blank_ones_included(capsys):
+    model = tiny_g2p_model(build_rnn_seq2seq, 0, embedding_dim=4, units=4, max_target_length=3)
+    translator = Translator(model, method="greedy", jit_compile=False, batch_size=2)
+    translations = translator.translate(["", "abc", " ", "ab", "a"], verbose=1)
+    assert translations[0] == translations[2] == "" and len(translations) == 5
+    assert "5/5" in capsys.readouterr().out
+    translator.translate(["abc"])  # verbose=0: silent
+    assert capsys.readouterr().out == ""
+
+
 def test_any_decodable_is_searched_like_a_model():
     decodable = TableDecodable()
     assert isinstance(decodable, Seq2SeqDecodable)
