@@ -70,10 +70,9 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import kerasseq  # noqa: E402,F401  (backend check)
+from kerasseq import SearchConfig, Translator  # noqa: E402  (and the backend check)
 from kerasseq.decoding import beam_search, greedy  # noqa: E402
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
-from kerasseq.translator import SearchConfig, Translator  # noqa: E402
 
 SETTINGS = {
     "full": dict(num_layers=3, d_model=256, num_heads=4, dff=1024, vocab_size=1000,

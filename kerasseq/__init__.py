@@ -1,9 +1,10 @@
 """kerasseq: sequence-to-sequence models for Keras 3 on the TensorFlow backend.
 
 Subpackages: `kerasseq.layers`, `kerasseq.models`, `kerasseq.decoding`,
-`kerasseq.data`, `kerasseq.training`, `kerasseq.evaluation`.
+`kerasseq.data`, `kerasseq.training`, `kerasseq.evaluation`; modules
+`kerasseq.export` (SavedModel), `kerasseq.tflite`, `kerasseq.plotting`.
 
-`import kerasseq` imports them (and TensorFlow) and so registers every
+`import kerasseq` imports them all (and TensorFlow) and so registers every
 serializable class with Keras: after it, `keras.models.load_model` loads any
 kerasseq model, whether built by `build_rnn_seq2seq` /
 `build_transformer_seq2seq` or wired by hand from kerasseq layers, with its
@@ -19,8 +20,11 @@ from kerasseq import (
     data,
     decoding,
     evaluation,
+    export,
     layers,
     models,
+    plotting,
+    tflite,
     training,
 )
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
@@ -39,8 +43,11 @@ __all__ = [
     "data",
     "decoding",
     "evaluation",
+    "export",
     "layers",
     "models",
+    "plotting",
+    "tflite",
     "training",
     "translate",
 ]

@@ -29,9 +29,9 @@ only the variables of the saved object graph, so that graph holds the model's
 why).
 """
 
+import dataclasses
 import json
 import os
-import types
 
 import keras
 import tensorflow as tf
@@ -41,11 +41,11 @@ from kerasseq._messages import first_line
 from kerasseq._validation import is_int
 from kerasseq.alignment import check_alignable, resolve_alignment_head
 from kerasseq.decoding import contract
-from kerasseq.translator import SearchConfig, Translator, check_model
+from kerasseq.decoding.config import SearchConfig, SearchConfigError
+from kerasseq.translator import Translator
 
 __all__ = [
     "ServingModule",
-    "Translator",
     "check_export_path",
     "export_translator",
     "is_saved_model",
@@ -66,33 +66,19 @@ METADATA_FORMAT = "kerasseq-translator"
 TEXT_SPEC = tf.TensorSpec(shape=[None], dtype=tf.string, name="text")
 
 
-def export_translator(
-    model,
-    path,
-    config=None,
-    *,
-    method=None,
-    num_beams=None,
-    length_penalty=None,
-    max_length=None,
-    num_return=None,
-    max_source_length=None,
-    jit_compile=None,
-    overwrite=True,
-    alignments=False,
-    alignment_layer=None,
-    alignment_head=None,
-):
+def export_translator(model, path, config=None, *, overwrite=True, alignments=False,
+                      alignment_layer=None, alignment_head=None, **settings):
     """Write a SavedModel that maps source strings to translations and scores.
 
-    The exported functions are those of `kerasseq.Translator(model, config)`:
-    tokenization, `model.encode`, the search and detokenization all run inside
-    the graph, so the SavedModel can be served by plain TensorFlow
-    (`tf.saved_model.load`) or TF Serving without kerasseq. The search
-    settings are fixed at export time; they default to `SearchConfig()`'s
-    (beam search, 4 beams, `jit_compile="auto"`), like every other entry
-    point. With XLA, each new `(rows bucket, source-length bucket)` shape is
-    compiled on its first call in the serving process.
+    The exported functions are those of `kerasseq.Translator(model, config,
+    **settings)`: tokenization, `model.encode`, the search and
+    detokenization all run inside the graph, so the SavedModel can be served
+    by plain TensorFlow (`tf.saved_model.load`) or TF Serving without
+    kerasseq. The search settings are fixed at export time; they default to
+    `SearchConfig()`'s (beam search, 4 beams, `jit_compile="auto"`), like
+    every other entry point, with the export's two defaults and one rule of
+    `make_translator`. With XLA, each new `(rows bucket, source-length
+    bucket)` shape is compiled on its first call in the serving process.
 
     The export is atomic (`kerasseq._files.replace_directory_atomically`)
     and replaces only a SavedModel or an empty directory (`check_export_path`).
@@ -101,19 +87,11 @@ def export_translator(
         model: a `kerasseq.decoding.Seq2SeqDecodable` with
             `source_tokenizer` and `target_tokenizer` (a kerasseq model).
         path: str or path-like, the SavedModel directory to create.
-        config: optional `kerasseq.SearchConfig`; the keyword arguments below
-            replace its fields. `"sample"` cannot be exported.
-        method, num_beams, length_penalty, max_length, jit_compile: the
-            `kerasseq.SearchConfig` fields; method `"beam"` or `"greedy"`.
-        num_return: int, hypotheses returned per text by `translate_nbest`,
-            in `[1, num_beams]`; default `num_beams` (1 for greedy).
-        max_source_length: int >= 1, source tokens kept per text; longer
-            sources are truncated to their first `max_source_length` tokens
-            (the source tokenizer's `max_length` also applies, whichever is
-            smaller). Default `EXPORT_MAX_SOURCE_LENGTH` (256), or the
-            model's `max_positions` for a model with a smaller position table
-            (the Transformer, which refuses a larger value). The value is in
-            the export's metadata.
+        config: optional `kerasseq.SearchConfig`; `settings` replace its fields.
+        overwrite: bool; True (default) replaces an existing SavedModel
+            directory or empty directory at `path`; with False any existing
+            `path` raises `FileExistsError`. Nothing else is replaced in
+            either case.
         alignments: bool, default False. Also export the signature
             `translate_alignments`: `text` → `translation`, `score` and
             `alignment`, the best hypothesis's word links from the attention
@@ -123,20 +101,25 @@ def export_translator(
             or `"mean"`; default: the model's, `kerasseq.alignment.default_alignment_head`:
             the guided head of a model trained with guided alignment, else the
             mean over every layer and head).
-        overwrite: bool; True (default) replaces an existing SavedModel
-            directory or empty directory at `path`; with False any existing
-            `path` raises `FileExistsError`. Nothing else is replaced in
-            either case.
+        **settings: `kerasseq.SearchConfig` fields (`method`, `num_beams`,
+            `length_penalty`, `max_length`, `num_return`,
+            `max_source_length`, `jit_compile`, ...); method `"beam"` or
+            `"greedy"`. `num_return` (the columns of `translate_nbest`)
+            defaults to `num_beams`; `max_source_length` (source tokens kept
+            per text, the first ones) to `EXPORT_MAX_SOURCE_LENGTH` (256) or
+            a Transformer's smaller `max_positions` (`make_translator` says
+            why). Both are in the export's metadata.
 
     Returns:
         The absolute path of the export (a str).
 
-    Raises:
-        ValueError: a bad argument (the message names it), or a model without
-            tokenizers.
+    Raises (each before anything is written):
+        ValueError: a bad argument (the message names it), a model without
+            tokenizers, or `alignments=True` for a model without attention.
+        TypeError: `model` does not meet the decoding contract, or a
+            setting is not a `SearchConfig` field.
         FileExistsError: `path` exists and is not a SavedModel directory or
-            an empty directory, or it exists and `overwrite=False`. Raised
-            before anything is written.
+            an empty directory, or it exists and `overwrite=False`.
 
     Example:
 
@@ -147,27 +130,16 @@ def export_translator(
     ...     text=tf.constant(["hello"]))["translation"]              # doctest: +SKIP
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'HH AH L OW'], dtype=object)>
     """
-    translator = make_translator(
-        model, config, method=method, num_beams=num_beams, length_penalty=length_penalty,
-        max_length=max_length, num_return=num_return, max_source_length=max_source_length,
-        jit_compile=jit_compile,
-    )
     if not isinstance(overwrite, bool):
         raise ValueError(f"overwrite must be a bool. Received: overwrite={overwrite!r}")
+    translator = make_translator(model, config, **settings)
     path = os.path.abspath(os.fspath(path))
     check_export_path(path, overwrite=overwrite)  # before tracing: fail fast
     module = ServingModule(translator)
     if alignments:
-        check_alignable(model)  # a clear error before anything is traced or written
         module.add_alignments(alignment_layer, alignment_head)
-
-    def write(directory):
-        module.write_out(directory)
-        _write_metadata(directory, model, translator,
-                        alignment=(alignment_layer, alignment_head) if alignments else None)
-
     replace_directory_atomically(
-        path, write, check=lambda existing: check_export_path(existing, overwrite=overwrite))
+        path, module.write_out, check=lambda existing: check_export_path(existing, overwrite=overwrite))
     return path
 
 
@@ -187,7 +159,7 @@ class ServingModule:
     columns), both running `Translator.translate_tensor`, and
     `translate_alignments` after `add_alignments`. Give it a translator from
     `make_translator`, which sets the source limit a served request needs;
-    `write_out(path)` saves it.
+    `write_out(path)` saves it with its metadata.
 
     What the archive saves, tracked Keras' way: the tokenizers' lookup
     tables (`track`; an untracked table makes `tf.saved_model.save` fail, or
@@ -203,22 +175,24 @@ class ServingModule:
     "Could not find variable ...". `track(model)`, as `model.export` does,
     would add the wrappers next to the captured variables and store every
     weight twice. The translator, the Keras model and the tokenizer objects
-    stay out of the object graph, so loading needs neither Keras nor
-    kerasseq.
+    stay out of the object graph (this module is a plain object, not a
+    `tf.Module`), so loading needs neither Keras nor kerasseq.
+
+    Raises:
+        ValueError: the translator's model has no tokenizers
+            (`Translator.text_tokenizers`, the one check).
     """
 
     def __init__(self, translator):
-        if translator.source_tokenizer is None or translator.target_tokenizer is None:
-            raise ValueError("A SavedModel translates text: the model needs source_tokenizer "
-                             "and target_tokenizer (for token ids use Translator.generate).")
-        self._python = types.SimpleNamespace(translator=translator)
+        self.translator = translator
+        self.alignment = None  # (layer, head) of `translate_alignments`, once added
         # `keras.export.ExportArchive` is a factory (its `__new__` returns the
         # backend's archive), so the module holds one rather than subclassing.
         self.archive = keras.export.ExportArchive()
         # The archive saves the lookup tables it finds under what it tracks (a
         # tokenizer's Keras variables, it has none, would join `variables`).
-        self.archive.track(translator.source_tokenizer)
-        self.archive.track(translator.target_tokenizer)
+        for tokenizer in translator.text_tokenizers:
+            self.archive.track(tokenizer)
         # `.value`: the tf.Variables the endpoints capture, saved once (see above).
         self.archive.add_variable_collection(
             "model_variables", [variable.value for variable in translator.model.variables])
@@ -227,83 +201,77 @@ class ServingModule:
         self.translate_alignments = None
 
     def add_alignments(self, layer=None, head=None):
-        """Add `translate_alignments` (text → translation, score, alignment)."""
-        self._python.alignment = (layer, head)
+        """Add `translate_alignments` (text → translation, score, alignment).
+
+        Raises:
+            ValueError: a model without attention, before anything is traced.
+        """
+        check_alignable(self.translator.model)
+        self.alignment = (layer, head)
         self.translate_alignments = self._add_endpoint(ALIGNMENTS_SIGNATURE,
                                                        self._serve_alignments)
         return self.translate_alignments
 
     def write_out(self, path):
-        """Save the SavedModel at `path`, every endpoint a signature of its name."""
+        """Save the SavedModel at `path`, every endpoint a signature of its name,
+        and its metadata (`read_metadata`)."""
         self.archive.write_out(path, verbose=False)
+        _write_metadata(path, self.translator, self.alignment)
 
     def _add_endpoint(self, name, function):
         # A `tf.function(function, input_signature, autograph=False)`.
         return self.archive.add_endpoint(name, function, input_signature=[TEXT_SPEC])
 
     def _serve_alignments(self, text):
-        layer, head = self._python.alignment
-        translations, scores, links = self._python.translator.align_tensor(text, layer, head)
+        translations, scores, links = self.translator.align_tensor(text, *self.alignment)
         return {"translation": translations, "score": scores, "alignment": links}
 
     def _serve_best(self, text):
-        translations, scores = self._python.translator.translate_tensor(text, num_return=1)
+        translations, scores = self.translator.translate_tensor(text, num_return=1)
         return {"translation": translations[:, 0], "score": scores[:, 0]}
 
     def _serve_nbest(self, text):
-        translations, scores = self._python.translator.translate_tensor(text)
+        translations, scores = self.translator.translate_tensor(text)
         return {"translations": translations, "scores": scores}
 
 
-# --------------------------------------------------------------------------
-# Arguments.
-# --------------------------------------------------------------------------
-
-
 def make_translator(model, config=None, **settings):
-    """The `Translator` an export saves: `config` with `settings` (not None) applied.
+    """The `Translator` an export saves: `config` with `settings` replacing its fields.
 
-    `SearchConfig` checks every setting (and the model its own limits,
-    `check_search_config`); the export adds its rules: only greedy or beam
-    search; `num_return` defaults to `num_beams` (the columns of
-    `translate_nbest`); `max_source_length` defaults to
-    `EXPORT_MAX_SOURCE_LENGTH`, or the position table of a model with a
-    smaller one (a larger one is the model's error); the model needs
-    tokenizers.
+    `SearchConfig` checks every setting, the `Translator` the model (the
+    decoding contract, and its own limits through `check_search_config`).
+    The export adds one rule and two defaults:
+
+    - only greedy or beam search: a served translation should not change
+      from one request to the next;
+    - `num_return` defaults to `num_beams`, the columns of `translate_nbest`:
+      the search keeps that many hypotheses anyway, so the n-best signature
+      costs only their detokenization, and `kerasseq translate EXPORT --nbest
+      N` can read up to `num_beams` of them (a config's own `num_return`
+      other than 1 is kept);
+    - `max_source_length` defaults to `EXPORT_MAX_SOURCE_LENGTH` (256), or
+      the position table of a model with a smaller one: a served request is
+      arbitrary text, and the cut bounds what one request costs (and the
+      shapes compiled) and keeps a Transformer from failing a whole batch on
+      one source longer than its table (a larger value is the model's error).
 
     Raises:
-        ValueError: naming the first bad argument.
+        ValueError: naming the first bad setting.
+        TypeError: a setting that is not a `SearchConfig` field, or a model
+            without the decoding contract.
     """
-    try:
-        check_model(model)
-    except TypeError as error:  # every bad argument of an export is a ValueError
-        raise ValueError(str(error)) from None
-    for attribute in ("source_tokenizer", "target_tokenizer"):
-        if getattr(model, attribute, None) is None:
-            raise ValueError(
-                "export_translator needs a model built with source_tokenizer and "
-                f"target_tokenizer (the text is tokenized inside the SavedModel). "
-                f"Received: model.{attribute}=None"
-            )
-    settings = {name: value for name, value in settings.items() if value is not None}
-    base = config if config is not None else SearchConfig()  # the shared defaults
-    method = settings.get("method", base.method)
-    if method not in EXPORT_METHODS:  # SearchConfig allows "sample"; a served search may not
-        raise ValueError(
-            f"method must be one of {list(EXPORT_METHODS)}. Received: method={method!r}"
-        )
-    if method == "beam" and "num_return" not in settings and base.num_return == 1:
-        settings["num_return"] = settings.get("num_beams", base.num_beams)  # every beam
-    if "max_source_length" not in settings and base.max_source_length is None:
-        # An export states its source limit in its config (and metadata): a served
-        # request never reads more, and a Transformer's never more than its
-        # position table. The Translator then cuts every path to it.
-        position_limit = contract.optional(model, "max_positions")
-        settings["max_source_length"] = EXPORT_MAX_SOURCE_LENGTH
-        if is_int(position_limit):
-            settings["max_source_length"] = min(EXPORT_MAX_SOURCE_LENGTH, position_limit)
     config = SearchConfig.from_kwargs(config, **settings)  # the one validator
-    return Translator(model, config)  # and the model's own limits (check_search_config)
+    if config.method not in EXPORT_METHODS:  # SearchConfig allows "sample"
+        raise SearchConfigError("method", f"method must be one of {list(EXPORT_METHODS)}. "
+                                          f"Received: method={config.method!r}")
+    defaults = {}
+    if config.method == "beam" and config.num_return == 1 and "num_return" not in settings:
+        defaults["num_return"] = config.num_beams  # every beam
+    if config.max_source_length is None:
+        position_limit = contract.optional(model, "max_positions")
+        defaults["max_source_length"] = (min(EXPORT_MAX_SOURCE_LENGTH, position_limit)
+                                         if is_int(position_limit) else EXPORT_MAX_SOURCE_LENGTH)
+    return Translator(model, config.replace(**defaults))
 
 
 # --------------------------------------------------------------------------
@@ -311,13 +279,14 @@ def make_translator(model, config=None, **settings):
 # --------------------------------------------------------------------------
 
 
-def _write_metadata(directory, model, translator, alignment=None):
+def _write_metadata(directory, translator, alignment=None):
     """Record the export settings in `assets.extra/kerasseq_export.json`.
 
     TF Serving ignores `assets.extra`; the `kerasseq translate` command reads
-    it to tell which search a SavedModel runs.
+    it to tell which search a SavedModel runs. Every `SearchConfig` field is
+    written, four as the translator resolved them.
     """
-    config = translator.config
+    config, model = translator.config, translator.model
     metadata = {
         "format": METADATA_FORMAT,
         "signatures": {
@@ -325,11 +294,8 @@ def _write_metadata(directory, model, translator, alignment=None):
             NBEST_SIGNATURE: {"inputs": ["text"], "outputs": ["translations", "scores"]},
         },
         "model_class": type(model).__name__,
-        "method": config.method,
+        **dataclasses.asdict(config),
         "num_beams": config.effective_num_beams,
-        "num_return": config.num_return,
-        "length_penalty": float(config.length_penalty),
-        "no_repeat_ngram_size": config.no_repeat_ngram_size,
         "max_length": translator.max_length,
         "max_source_length": translator.source_limit,
         "jit_compile": translator.jit_compile,
@@ -357,9 +323,11 @@ def read_metadata(path):
         path: a SavedModel directory written by `export_translator`.
 
     Returns:
-        A dict with the search settings (`method`, `num_beams`,
-        `num_return`, `length_penalty`, `no_repeat_ngram_size`, `max_length`,
-        `max_source_length`, `jit_compile`), `signatures` (name → inputs and outputs; with
+        A dict with the search settings (every `SearchConfig` field:
+        `method`, `num_beams`, `num_return`, `length_penalty`, ...; with
+        `num_beams` 1 for greedy search, and `max_length`,
+        `max_source_length` and `jit_compile` as the translator resolved
+        them), `signatures` (name → inputs and outputs; with
         `translate_alignments`, also `alignment_layer` / `alignment_head`)
         and `model_class`; or `None`.
     """

@@ -121,7 +121,7 @@ def _collect_inputs(texts_or_ids):
         if not texts_or_ids:
             return "text", [], False
         if any(isinstance(item, str) for item in texts_or_ids):
-            return "text", list(texts_or_ids), False  # check_texts names non-str items
+            return "text", list(texts_or_ids), False  # translate names non-str items
     if isinstance(texts_or_ids, (list, tuple, np.ndarray)) or tf.is_tensor(texts_or_ids):
         try:
             array = np.asarray(texts_or_ids)

@@ -1,5 +1,5 @@
-"""The one inference path: `SearchConfig` and `Translator` (what uses it and
-what only it does: the class docstring and docs/design.md).
+"""The one inference path: `Translator` (what uses it and what only it does:
+the class docstring and docs/design.md).
 
 Pipeline (eager, `Translator.translate`):
 
@@ -13,16 +13,15 @@ from `SearchConfig.jit_compile`; because every batch is padded to a bucket,
 the number of compiled shapes stays small (about log2(batch_size) row buckets
 times the source-length buckets that occur).
 
-The decoders it runs (`kerasseq.decoding`'s loops) keep no compiled
-functions; `SearchConfig` (defined in `kerasseq.decoding.config`,
-re-exported here) checks every setting; the serving module lives in
-`kerasseq.export`. The translator only needs the decoding contract
+It runs `kerasseq.decoding`'s loops, which keep no compiled functions, with
+the settings of a `kerasseq.SearchConfig` (the one validator); the serving
+module lives in `kerasseq.export`. It needs only the decoding contract
 (`kerasseq.decoding.Seq2SeqDecodable`) plus the optional attributes of
 `kerasseq.decoding.contract.OPTIONAL_ATTRIBUTES`, read through
 `contract.optional`; models do not import it.
 """
 
-import types
+import functools
 
 import keras
 import numpy as np
@@ -67,32 +66,13 @@ def resolve_jit_compile(jit_compile="auto"):
     return bool(jit_compile)
 
 
-# --------------------------------------------------------------------------
-# Input checks.
-# --------------------------------------------------------------------------
-
-
-def check_texts(texts):
-    """Validate translation inputs: every item a `str` (blank ones are allowed).
-
-    Raises:
-        TypeError: an item is not a `str` (named by its index).
-    """
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
-
-
 def check_source_ids(source_ids, vocab_size):
-    """Validate concrete source ids: integers, rank 2, each in `[0, vocab_size)`.
-
-    Returns:
-        The ids as an int NumPy array `(batch_size, source_length)`.
+    """Concrete source ids as an int NumPy array `(batch_size, source_length)`.
 
     Raises:
         TypeError: the ids are not integers.
-        ValueError: the shape is not `(batch_size, source_length)`, or an id is
-            negative or `>= vocab_size` (the message names the first one).
+        ValueError: another shape, or an id outside `[0, vocab_size)` (the
+            message names the first one).
     """
     if isinstance(source_ids, tf.RaggedTensor):
         source_ids = source_ids.to_tensor()
@@ -129,11 +109,6 @@ def check_model(model):
             )
 
 
-# --------------------------------------------------------------------------
-# Translator.
-# --------------------------------------------------------------------------
-
-
 class Translator:
     """Text or ids in, translations out: the one inference path of kerasseq.
 
@@ -150,6 +125,24 @@ class Translator:
             `Seq2SeqModel`; text needs `source_tokenizer`/`target_tokenizer`.
         config: a `SearchConfig` (default: `SearchConfig()`, beam 4).
         **overrides: `SearchConfig` fields replacing those of `config`.
+
+    Attributes (set once; a plain object, TensorFlow tracks none of it):
+        model, config: as given (`config.max_length` may still be `None`).
+        max_length: most target tokens generated (the config's, or the
+            model's `max_target_length`).
+        jit_compile: bool, whether the encode + search function is XLA-compiled.
+        source_tokenizer, target_tokenizer: the model's, or `None` (ids only).
+        start_id, end_id: the model's, or the reserved ids.
+        source_limit: source tokens kept per text, or `None` for all: the one
+            rule, read by the eager path (`translate`, `generate`) and the
+            graph path (an export) alike. The smaller of
+            `config.max_source_length` and the source tokenizer's
+            `max_length`. Past it nothing is cut: a Transformer refuses a
+            source longer than its position table (`trim_source_ids`),
+            eagerly and in a graph. `export_translator` states its own
+            default (`kerasseq.export.EXPORT_MAX_SOURCE_LENGTH`) in the config
+            it exports.
+        trace_count: times the compiled encode + search function was traced.
 
     Example:
 
@@ -172,88 +165,42 @@ class Translator:
                     "max_length must be given in the SearchConfig: the model has no "
                     f"max_target_length. Received: max_length={config.max_length!r}"
                 )
-            # Called for its check only (min_length <= the model's max_length);
-            # the config itself keeps max_length=None, as it was given.
-            config.replace(max_length=int(max_length))
-        # A plain object: TensorFlow tracks none of this (an export's
-        # `kerasseq.export.ServingModule` tracks what it saves).
-        self._model = model
-        self._config = config
-        self._max_length = int(max_length)
-        self._jit_compile = resolve_jit_compile(config.jit_compile)
-        self._source_tokenizer = contract.optional(model, "source_tokenizer")
-        self._target_tokenizer = contract.optional(model, "target_tokenizer")
-        self._start_id = int(contract.optional(model, "start_id", START_ID))
-        self._end_id = int(contract.optional(model, "end_id", END_ID))
+        self.model, self.config, self.max_length = model, config, int(max_length)
+        # What the search runs with (checks min_length against the model's
+        # max_length); `config` keeps max_length=None as given (a cache key).
+        self._search_config = config.replace(max_length=self.max_length)
+        self.jit_compile = resolve_jit_compile(config.jit_compile)
+        self.source_tokenizer = contract.optional(model, "source_tokenizer")
+        self.target_tokenizer = contract.optional(model, "target_tokenizer")
+        self.start_id = int(contract.optional(model, "start_id", START_ID))
+        self.end_id = int(contract.optional(model, "end_id", END_ID))
+        limits = (config.max_source_length, getattr(self.source_tokenizer, "max_length", None))
+        self.source_limit = min(filter(None, limits), default=None)
+        self.trace_count = 0
         self._source_vocab_size = contract.optional(model, "source_vocab_size")
         self._length_multiple = int(contract.optional(model, "source_length_multiple", 8) or 1)
         self._functions = {}  # (rows, source_length) or None -> tf.function
-        self._traces = 0
-
-    # ------------------------------------------------------------ properties
-    @property
-    def model(self):
-        return self._model
-
-    @property
-    def config(self):
-        """The `SearchConfig` (with `max_length` possibly still `None`)."""
-        return self._config
-
-    @property
-    def max_length(self):
-        """Most target tokens generated (the config's, or the model's)."""
-        return self._max_length
-
-    @property
-    def jit_compile(self):
-        """Whether the encode + search function is XLA-compiled (bool)."""
-        return self._jit_compile
-
-    @property
-    def trace_count(self):
-        """Times the compiled encode + search function was traced."""
-        return self._traces
 
     @property
     def compiled_shapes(self):
         """The `(rows, source_length)` bucket shapes compiled so far, sorted."""
         return sorted(shape for shape in self._functions if shape is not None)
 
-    @property
-    def source_tokenizer(self):
-        """The model's source tokenizer, or `None` (ids only)."""
-        return self._source_tokenizer
+    @functools.cached_property
+    def text_tokenizers(self):
+        """`(source_tokenizer, target_tokenizer)`, checked once: text needs both.
 
-    @property
-    def target_tokenizer(self):
-        """The model's target tokenizer, or `None` (ids only)."""
-        return self._target_tokenizer
-
-    @property
-    def start_id(self):
-        return self._start_id
-
-    @property
-    def end_id(self):
-        return self._end_id
-
-    @property
-    def source_limit(self):
-        """Source tokens kept per text, or `None` for all of them: the one rule,
-        read by the eager path (`translate`, `generate`) and the graph path (an
-        export) alike.
-
-        The smaller of `config.max_source_length` and the source tokenizer's
-        `max_length`. Past it nothing is cut: a Transformer refuses a source
-        longer than its position table (`trim_source_ids`), eagerly and in a
-        graph. `export_translator` states its own default
-        (`kerasseq.export.EXPORT_MAX_SOURCE_LENGTH`) in the config it exports.
+        Raises:
+            ValueError: the model lacks one (token ids need neither: `generate`).
         """
-        config_limit = self.config.max_source_length
-        tokenizer_limit = getattr(self._source_tokenizer, "max_length", None)
-        limits = [limit for limit in (config_limit, tokenizer_limit) if limit]
-        return min(limits) if limits else None
+        for name in ("source_tokenizer", "target_tokenizer"):
+            if getattr(self, name) is None:
+                raise ValueError(
+                    "Translating text needs a model built with source_tokenizer and "
+                    "target_tokenizer (the text is tokenized and detokenized; for token ids "
+                    f"use generate(source_ids)). Received: model.{name}=None"
+                )
+        return self.source_tokenizer, self.target_tokenizer
 
     # --------------------------------------------------------- the compute
     def _search_ids(self, source_ids, seed):
@@ -268,21 +215,21 @@ class Translator:
             `(rows, num_return, max_length)`, float32 `(rows, num_return)`,
             int32 `(rows, num_return)`, float32 `(rows, num_return)`.
         """
-        self._traces += 1
+        self.trace_count += 1
         max_length = self._bucket_max_length(source_ids.shape[1])
         state = encode_for_search(self.model, source_ids, max_length)
         rows = source_ids.shape[0] if source_ids.shape[0] is not None else tf.shape(source_ids)[0]
-        start_tokens = tf.fill([rows], tf.constant(self._start_id, tf.int32))
+        start_tokens = tf.fill([rows], tf.constant(self.start_id, tf.int32))
         outputs = self._search(start_tokens, state, seed, max_length)
-        if max_length < self._max_length:  # every caller sees max_length columns
-            width = self._max_length - max_length
+        if max_length < self.max_length:  # every caller sees max_length columns
+            width = self.max_length - max_length
             outputs = (tf.pad(outputs[0], [[0, 0], [0, 0], [0, width]]),) + tuple(outputs[1:])
         return outputs
 
     def _bucket_max_length(self, source_length):
         """Most tokens generated for sources padded to `source_length` (a Python
         int, or `None` in the graph path: then `max_length`)."""
-        config, max_length = self._config, self._max_length
+        config, max_length = self.config, self.max_length
         if not config.max_length_a or source_length is None:
             return max_length
         limit = int(np.ceil(config.max_length_a * source_length + config.max_length_b))
@@ -290,8 +237,8 @@ class Translator:
 
     def _search(self, start_tokens, state, seed, max_length):
         """The configured search loop over `state`; ids with a `num_return` axis."""
-        config = self.config.replace(max_length=max_length)
-        step_fn, end_id = self.model.decode_step, self._end_id
+        config = self._search_config.replace(max_length=max_length)
+        step_fn, end_id = self.model.decode_step, self.end_id
         if config.method == "beam":
             shared = tuple(contract.optional(self.model, "shared_state_keys", ()))
             return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared)
@@ -307,54 +254,22 @@ class Translator:
     def _compiled(self, shape):
         """The `tf.function` of `_search_ids` for one bucket shape.
 
-        One function per `(rows, source_length)` bucket (each traced once, so
-        TensorFlow never warns about retracing), and one with an unknown
-        shape, `None`, for the graph path of exports.
+        One function per `(rows, source_length)` bucket, each traced once, and
+        one with an unknown shape, `None`, for the graph path of exports.
+        TensorFlow counts the traces of a plain function per code object and
+        would report the buckets as "frequent retracing"; a `functools.partial`
+        is counted as a function of its own.
         """
         function = self._functions.get(shape)
         if function is None:
             signature = None
             if shape is None:
                 signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)]
-            def search_ids(source_ids, seed):
-                return self._search_ids(source_ids, seed)
-
-            # One function per bucket, each traced once by design. TensorFlow
-            # counts traces per code object and would report the buckets as
-            # "frequent retracing": each bucket gets a code object of its own.
-            name = "search_ids" if shape is None else "search_ids_{}x{}".format(*shape)
-            search_ids = types.FunctionType(search_ids.__code__.replace(co_name=name),
-                                            search_ids.__globals__, name,
-                                            search_ids.__defaults__, search_ids.__closure__)
-            function = tf.function(search_ids, jit_compile=self._jit_compile,
-                                   input_signature=signature, autograph=False)
+            function = tf.function(functools.partial(self._search_ids),
+                                   jit_compile=self.jit_compile, input_signature=signature,
+                                   autograph=False)
             self._functions[shape] = function
         return function
-
-    def _seed(self):
-        """The sampling seed of one call (`decoding.sampling.sampling_seed`)."""
-        return sampling_seed(self.config.seed, self.config.method)
-
-    # ------------------------------------------------------------ ids, eager
-    def _prepare_ids(self, array):
-        """Valid ids (checked by `generate`, or from the tokenizer) → int32 ids
-        cut to `source_limit` and to what the model reads."""
-        limit = self.source_limit
-        if limit is not None:
-            array = array[:, :limit]
-        trim = contract.optional(self.model, "trim_source_ids")
-        if callable(trim):
-            array = np.asarray(trim(array))
-        return array.astype(np.int32)
-
-    def _run_batch(self, source_ids):
-        """Decode one batch of prepared ids eagerly.
-
-        Returns:
-            NumPy `(token_ids, scores, lengths, log_probs)` with `rows` rows.
-        """
-        outputs = self._search_bucketed(tf.constant(source_ids), self._seed())
-        return tuple(np.asarray(output) for output in outputs)
 
     def _pad_to_bucket(self, source_ids):
         """Pad int32 ids `(rows, length)` to their bucket shape: the one bucketing step.
@@ -380,12 +295,13 @@ class Translator:
                                                             rows))  # (padded_rows, columns)
         return source_ids
 
-    def _search_bucketed(self, source_ids, seed):
+    def _search_bucketed(self, source_ids):
         """Pad to a bucket, run the compiled encode + search, drop the padding rows.
 
         Used eagerly and inside the exported function alike: a concrete
         bucket shape gets its own compiled function, an unknown one (a
-        graph) the function of shape `None`.
+        graph) the function of shape `None`. The sampling seed follows the
+        one rule (`decoding.sampling.sampling_seed`).
 
         Returns:
             `(token_ids, scores, lengths, log_probs)` with the rows of
@@ -396,8 +312,24 @@ class Translator:
         rows = tf.shape(source_ids)[0]
         padded = self._pad_to_bucket(source_ids)
         shape = tuple(padded.shape) if padded.shape.is_fully_defined() else None
-        outputs = self._compiled(shape)(padded, seed)
-        return tuple(output[:rows] for output in outputs)
+        seed = sampling_seed(self.config.seed, self.config.method)
+        return tuple(output[:rows] for output in self._compiled(shape)(padded, seed))
+
+    # ------------------------------------------------------------ eager
+    def _prepare_ids(self, array):
+        """Valid ids (checked by `generate`, or from the tokenizer) → int32 ids
+        cut to `source_limit` and to what the model reads."""
+        if self.source_limit is not None:
+            array = array[:, :self.source_limit]
+        trim = contract.optional(self.model, "trim_source_ids")
+        if callable(trim):
+            array = np.asarray(trim(array))
+        return array.astype(np.int32)
+
+    def _run_batch(self, source_ids):
+        """Decode one batch of prepared ids eagerly: NumPy `(token_ids, scores,
+        lengths, log_probs)`, as `_search_bucketed`."""
+        return tuple(np.asarray(output) for output in self._search_bucketed(source_ids))
 
     def generate(self, source_ids):
         """Decode source ids in batches of `batch_size`.
@@ -418,20 +350,12 @@ class Translator:
         array = check_source_ids(source_ids, self._source_vocab_size)
         if array.shape[0] == 0:
             raise ValueError("source_ids holds no rows: there is nothing to translate.")
-        parts = [self._run_batch(self._prepare_ids(array[start:start + self.config.batch_size]))
-                 for start in range(0, array.shape[0], self.config.batch_size)]
-        token_ids, scores, lengths, log_probs = (np.concatenate(p, axis=0) for p in zip(*parts, strict=True))
-        if self.config.method == "beam" and self.config.return_log_probs:
-            return token_ids, scores, lengths, log_probs
-        return token_ids, scores, lengths
-
-    # ------------------------------------------------------------ text, eager
-    def _check_text_model(self):
-        if self._source_tokenizer is None or self._target_tokenizer is None:
-            raise ValueError(
-                "translate() needs a model built with source_tokenizer and "
-                "target_tokenizer; for token ids use generate(source_ids)."
-            )
+        size = self.config.batch_size
+        parts = [self._run_batch(self._prepare_ids(array[start:start + size]))
+                 for start in range(0, array.shape[0], size)]
+        outputs = tuple(np.concatenate(part, axis=0) for part in zip(*parts, strict=True))
+        log_probs = self.config.method == "beam" and self.config.return_log_probs
+        return outputs if log_probs else outputs[:3]
 
     def translate(self, texts, *, return_scores=False, verbose=0, return_alignments=False,
                   alignment_layer=None, alignment_head=None):
@@ -472,85 +396,67 @@ class Translator:
             links per string, a list of such lists per n-best list; `[]` for
             a blank text).
         """
-        self._check_text_model()
+        source_tokenizer, target_tokenizer = self.text_tokenizers
         if return_alignments:  # fail before the search, not after it
             alignment.check_alignable(self.model)
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
-        check_texts(texts)
-        source = self._source_tokenizer.encode(texts) if texts else None
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{index}] must be a str. Received: {type(text).__name__}")
+        source = source_tokenizer.encode(texts) if texts else None
         lengths = source.row_lengths().numpy() if texts else np.zeros([0], np.int64)
-        # One rule for blank texts everywhere (API, CLI, exports): "" with score 0.0;
-        # blank is what `str.strip()` removes, the characters of `BLANK_PATTERN`.
-        blank = np.array([not text.strip() for text in texts], bool) | (lengths == 0)
-        empty = [""] * self.config.num_return if self.config.num_return > 1 else ""
-        empty_score = [0.0] * self.config.num_return if self.config.num_return > 1 else 0.0
-        translations = [empty if is_empty else None for is_empty in blank]
-        scores = [empty_score if is_empty else None for is_empty in blank]
-        empty_links = [[] for _ in range(self.config.num_return)] if self.config.num_return > 1 else []
-        links = [empty_links if is_empty else None for is_empty in blank]
-        order = [row for row in np.argsort(lengths, kind="stable") if not blank[row]]
-        progress = keras.utils.Progbar(len(texts), verbose=verbose) if verbose else None
-        if progress is not None and blank.any():
-            progress.add(int(blank.sum()))
+        # Per text, its hypotheses' (texts, scores, links). One rule for blank
+        # texts everywhere (API, CLI, exports): what `str.strip()` removes (the
+        # characters of `BLANK_PATTERN`) or no token gives "", 0.0 and no link.
+        returns = self.config.num_return
+        results = [([""] * returns, [0.0] * returns, [[] for _ in range(returns)])
+                   for _ in texts]
+        order = [row for row in np.argsort(lengths, kind="stable")
+                 if lengths[row] and texts[row].strip()]
+        progress = keras.utils.Progbar(len(texts), verbose=verbose)  # verbose=0: silent
+        if len(order) < len(texts):
+            progress.add(len(texts) - len(order))  # the blank texts
         for start in range(0, len(order), self.config.batch_size):
             rows = order[start:start + self.config.batch_size]
-            ids = tf.gather(source, rows).to_tensor(default_value=PAD_ID).numpy()
-            prepared = self._prepare_ids(ids)
-            token_ids, batch_scores, batch_lengths = self._run_batch(prepared)[:3]
-            for row, text, score in zip(rows, self._detokenize(token_ids), batch_scores, strict=True):
-                translations[row] = text
-                # a score mirrors its translation: a float, or a list for n-best lists
-                scores[row] = score.tolist() if self.config.num_return > 1 else float(score[0])
-            if return_alignments:
-                batch_links = self._align(prepared, token_ids, batch_lengths,
-                                          alignment_layer, alignment_head)
-                for row, row_links in zip(rows, batch_links, strict=True):
-                    links[row] = row_links if self.config.num_return > 1 else row_links[0]
-            if progress is not None:
-                progress.add(len(rows))
-        if single:
-            translations, scores, links = translations[0], scores[0], links[0]
-        outputs = (translations,) + ((scores,) if return_scores else ()) + (
-            (links,) if return_alignments else ())
-        return outputs if len(outputs) > 1 else translations
+            ids = self._prepare_ids(tf.gather(source, rows).to_tensor(default_value=PAD_ID).numpy())
+            token_ids, scores, found = self._run_batch(ids)[:3]
+            # (rows, num_return, max_length), (rows, num_return) x 2; flat lists, row by row:
+            strings = target_tokenizer.decode_to_strings(token_ids.reshape(-1, self.max_length))
+            links = (self._align(ids, token_ids, found, alignment_layer, alignment_head)
+                     if return_alignments else [None] * len(strings))
+            for index, row in enumerate(rows):
+                hypotheses = slice(index * returns, (index + 1) * returns)
+                results[row] = (strings[hypotheses], scores[index].tolist(), links[hypotheses])
+            progress.add(len(rows))
+        # n-best lists, or each text's one hypothesis
+        columns = [0] + [1] * bool(return_scores) + [2] * bool(return_alignments)
+        outputs = [[result[column] if returns > 1 else result[column][0] for result in results]
+                   for column in columns]
+        outputs = [output[0] for output in outputs] if single else outputs
+        return tuple(outputs) if len(outputs) > 1 else outputs[0]
 
     __call__ = translate
 
     def _align(self, source_ids, token_ids, lengths, layer, head):
-        """Word links of every returned hypothesis of one batch.
+        """Word links of every returned hypothesis of one batch: a flat list, row by row.
 
         Args:
             source_ids: int32 `(rows, source_length)` as searched, 0 = padding.
             token_ids: int32 `(rows, num_return, max_length)`.
             lengths: int32 `(rows, num_return)`, tokens before the end token.
-
-        Returns:
-            A list (rows) of lists (the `config.num_return` hypotheses) of links.
         """
-        returns = self.config.num_return
-        sources, targets = [], []
-        for row in range(token_ids.shape[0]):
-            source = source_ids[row][source_ids[row] != PAD_ID]
-            for rank in range(returns):
-                sources.append(source)
-                targets.append(token_ids[row, rank, :lengths[row, rank]])
-        links = []
-        for start in range(0, len(sources), self.config.batch_size):
-            stop = start + self.config.batch_size
-            links.extend(result["links"] for result in alignment.align_ids(
-                self.model, sources[start:stop], targets[start:stop], layer=layer, head=head,
-                start_id=self._start_id))
-        return [links[row * returns:(row + 1) * returns] for row in range(token_ids.shape[0])]
+        rows, returns = lengths.shape
+        sources = [ids[ids != PAD_ID] for ids in source_ids for _ in range(returns)]
+        targets = [token_ids[row, rank, :lengths[row, rank]]
+                   for row in range(rows) for rank in range(returns)]
+        size = self.config.batch_size
+        return [result["links"] for start in range(0, len(sources), size)
+                for result in alignment.align_ids(
+                    self.model, sources[start:start + size], targets[start:start + size],
+                    layer=layer, head=head, start_id=self.start_id)]
 
-    def _detokenize(self, token_ids):
-        """`(rows, num_return, max_length)` ids → strings, or n-best lists of strings."""
-        rows, num_return, length = token_ids.shape
-        flat = self._target_tokenizer.decode_to_strings(token_ids.reshape(-1, length))
-        nbest = [flat[i * num_return:(i + 1) * num_return] for i in range(rows)]
-        return [items[0] for items in nbest] if self.config.num_return == 1 else nbest
-
-    # --------------------------------------------------------- text, graph
+    # ------------------------------------------------------------ graph
     def translate_tensor(self, text, num_return=None):
         """Graph-mode translation of a `tf.string` batch (what exports serve).
 
@@ -573,10 +479,9 @@ class Translator:
             `(batch_size, num_return)`.
         """
         token_ids, scores, _ = self._translate_tensor_ids(text, num_return)
-        num_return, max_length = token_ids.shape[1], self.max_length
-        texts = self._target_tokenizer.detokenize(tf.reshape(token_ids, [-1, max_length]))
+        texts = self.text_tokenizers[1].detokenize(tf.reshape(token_ids, [-1, self.max_length]))
         # (batch_size * num_return,)
-        return tf.reshape(texts, [-1, num_return]), scores  # (batch_size, num_return)
+        return tf.reshape(texts, [-1, token_ids.shape[1]]), scores  # (batch_size, num_return)
 
     def align_tensor(self, text, alignment_layer=None, alignment_head=None):
         """Graph-mode translation with word alignments (the `translate_alignments` export).
@@ -592,20 +497,22 @@ class Translator:
             `tf.string`, each `(batch_size,)`; an alignment reads
             `"0-0 2-1 ..."` (source word - target word), `""` for a blank
             text (also in a batch of blank texts only, or an empty batch).
+
+        Raises:
+            ValueError: a model without attention (`alignment.check_alignable`).
         """
-        alignment.check_alignable(self.model)
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)
 
         def align():
             return alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
-                                               alignment_head, start_id=self._start_id)
+                                               alignment_head, start_id=self.start_id)
 
         def nothing_to_align():  # an empty batch or only blank texts: no source column,
             return tf.fill(tf.shape(best)[:1], "")  # on which the models' passes fail
 
         links = tf.cond(tf.size(source_ids) > 0, align, nothing_to_align)
-        return self._target_tokenizer.detokenize(best), scores[:, 0], links
+        return self.text_tokenizers[1].detokenize(best), scores[:, 0], links
 
     def _translate_tensor_ids(self, text, num_return=None):
         """The graph path up to the ids: `(token_ids, scores, source_ids)`.
@@ -615,14 +522,12 @@ class Translator:
             `(batch_size, num_return)` and the searched source ids, int32
             `(batch_size, source_length)` (all 0 for blank texts).
         """
-        self._check_text_model()
-        returns = self.config.num_return
-        num_return = returns if num_return is None else num_return
+        source_tokenizer, _ = self.text_tokenizers
+        num_return = self.config.num_return if num_return is None else num_return
         max_length = self.max_length
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
         batch_size = tf.shape(text)[0]
-        source_ids = self._source_tokenizer.encode(text)  # ragged (batch_size, None)
-        source_ids = source_ids[:, : self.source_limit]
+        source_ids = source_tokenizer.encode(text)[:, :self.source_limit]  # ragged (batch_size, None)
         blank = tf.strings.regex_full_match(text, BLANK_PATTERN)  # (batch_size,)
         has_tokens = tf.logical_and(tf.logical_not(blank), source_ids.row_lengths() > 0)
         rows = tf.cast(tf.where(has_tokens)[:, 0], tf.int32)  # (kept,)
@@ -632,7 +537,7 @@ class Translator:
             kept_ids = trim(kept_ids)
 
         def search():
-            token_ids, scores = self._search_bucketed(kept_ids, self._seed())[:2]
+            token_ids, scores = self._search_bucketed(kept_ids)[:2]
             return token_ids[:, :num_return], scores[:, :num_return]
 
         def nothing_to_search():

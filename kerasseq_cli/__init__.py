@@ -247,7 +247,7 @@ def _add_search_arguments(parser, export=False):
                         help="no N-gram of tokens twice in an output, as fairseq's flag "
                              "(default 0: off)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
-                        help="XLA-compile the encoder and the search (default auto: on)")
+                        help="XLA-compile the encoder and the search (default auto: on a GPU, off on a CPU)")
 
 
 MODEL_HELP = ("a model: a .keras file or a training run directory (its model.keras); "

@@ -198,7 +198,7 @@ def train(args):
                           strategy=strategy)
         status = run.status(args.epochs)
     except (ValueError, WorkerLostError) as error:
-        raise CLIError(str(error)) from None
+        raise _flag_error(error, {"output_dir": "--output-dir"}) from None
     if status == "complete":
         print(f"{args.output_dir}: the run is complete ({run.completed_epochs()} epochs); nothing "
               "to do (a larger --epochs continues it, --overwrite starts over)")
@@ -212,7 +212,8 @@ def train(args):
         source_tokenizer, target_tokenizer = run.tokenizers(
             *learn_tokenizers(args.dataset, train_pairs, args.tokenizer, args.vocabulary_size))
     except ValueError as error:
-        raise _flag_error(error, {"vocabulary_size": "--vocabulary-size"}) from None
+        raise _flag_error(error, {"vocabulary_size": "--vocabulary-size",
+                                  "output_dir": "--output-dir"}) from None
     with strategy.scope():
         model = build_model(args, source_tokenizer, target_tokenizer)
         model.compile(
@@ -355,7 +356,8 @@ def load_saved_model_translator(path, args):
                        f"(method={metadata.get('method')}); the search is fixed at export time: "
                        f"re-export with --beam {args.beam}")
     exported_penalty = metadata.get("length_penalty")
-    if args.length_penalty and exported_penalty is not None and args.length_penalty != exported_penalty:
+    if (args.length_penalty is not None and exported_penalty is not None
+            and args.length_penalty != exported_penalty):  # --length-penalty 0 included
         raise CLIError(f"{path!r} was exported with length_penalty={exported_penalty}; "
                        f"re-export with --length-penalty {args.length_penalty}")
     exported_size = metadata.get("no_repeat_ngram_size", 0)
@@ -530,16 +532,14 @@ def command_export(args):
         raise CLIError("--alignment-layer / --alignment-head choose the attention of "
                        "--alignments; pass --alignments too")
     model = load_model(args.model_dir)
-    # In the config: export_translator names its other settings as keywords.
-    base = SearchConfig(no_repeat_ngram_size=search.pop("no_repeat_ngram_size", 0))
     try:
-        path = export_translator(model, args.export_dir, base, overwrite=args.overwrite,
+        path = export_translator(model, args.export_dir, overwrite=args.overwrite,
                                  alignments=args.alignments, **which, **search)
     except FileExistsError as error:
         raise CLIError(str(error)) from None
     except ValueError as error:  # a model's own search limit, --alignments without attention
         raise _flag_error(error, _SEARCH_FLAGS) from None
-    config = base.replace(**search)
+    config = SearchConfig(**search)
     signatures = ("serving_default (text -> translation, score), "
                   "translate_nbest (text -> translations, scores)")
     if args.alignments:

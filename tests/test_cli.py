@@ -391,6 +391,37 @@ def test_foreign_saved_model_is_one_line_error(tmp_path, capsys):
     assert f"{disguised!r}: the serving_default signature does not map" in line
 
 
+def test_search_flags_must_match_the_export_length_penalty_0_included(tmp_path, capsys):
+    """The search of an export is fixed: `--beam` and `--length-penalty` are
+    compared with its metadata before the SavedModel loads, `--length-penalty
+    0` too (it used to pass as "not given")."""
+    export = tmp_path / "export"
+    (export / "assets.extra").mkdir(parents=True)
+    (export / "saved_model.pb").write_bytes(b"")  # reached only when the flags match
+    (export / "assets.extra" / "kerasseq_export.json").write_text(json.dumps(
+        {"format": "kerasseq-translator", "method": "beam", "num_beams": 4,
+         "length_penalty": 0.6}))
+    prefix = f"kerasseq translate: error: {str(export)!r} "
+    assert main_error(capsys, "translate", str(export), "cat", "--length-penalty", "0") == (
+        prefix + "was exported with length_penalty=0.6; re-export with --length-penalty 0.0")
+    assert main_error(capsys, "translate", str(export), "cat", "--beam", "2").startswith(
+        prefix + "was exported with num_beams=4")
+    for flags in ([], ["--length-penalty", "0.6", "--beam", "4"]):  # as exported: on to the load
+        assert main_error(capsys, "translate", str(export), "cat", *flags).startswith(
+            prefix + "is not a loadable SavedModel")
+
+
+def test_library_errors_get_the_flag_that_set_the_argument(tmp_path, capsys):
+    """`TrainingRun` names its argument `output_dir`; the command line says which
+    flag set it (as for `SearchConfigError`)."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    assert main_error(capsys, "train", "--output-dir", str(a_file)) == (
+        f"kerasseq train: error: --output-dir: output_dir {str(a_file)!r} exists and is not "
+        "a directory")
+    assert a_file.read_text() == "keep me"
+
+
 @pytest.mark.slow
 def test_tsv_dataset_trains_translates_and_evaluates(tmp_path, capsys):
     """`train --dataset tsv:PATH` end to end in a process of its own; the
@@ -504,6 +535,10 @@ def test_defaults_live_in_the_parser():
     assert set(train) == set(demo)
     assert demo["output_dir"] == "runs/demo" and demo["epochs"] == 5 and train["epochs"] == 10
     assert train["tensorboard"] is True and train["slow_batches"] == 0.0
+    # --jit auto is `resolve_jit_compile("auto")`: XLA on a GPU only
+    assert parser.parse_args(["translate", "/tmp/x"]).jit == "auto"
+    help_text = " ".join(parser.command_parsers["translate"].format_help().split())
+    assert "(default auto: on a GPU, off on a CPU)" in help_text
     source = open(os.path.join(os.path.dirname(__file__), "..", "kerasseq_cli",
                                "commands.py")).read()
     assert "getattr(args" not in source

@@ -9,6 +9,8 @@ Serving and `saved_model_cli run`, then `tf.saved_model.load`. Their answers
 are compared with each other and with `model.translate` in this process.
 """
 
+import collections
+import functools
 import json
 import math
 import os
@@ -22,7 +24,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kerasseq import decoding
+from kerasseq import SearchConfig, decoding, export, translator
 from kerasseq._files import replace_directory_atomically, stale_siblings
 from kerasseq.export import (
     ALIGNMENTS_SIGNATURE,
@@ -30,6 +32,7 @@ from kerasseq.export import (
     SERVING_SIGNATURE,
     check_export_path,
     export_translator,
+    make_translator,
     read_metadata,
 )
 from kerasseq.models import Ensemble, build_rnn_seq2seq, build_transformer_seq2seq
@@ -780,6 +783,65 @@ def test_bad_arguments_name_the_argument(g2p_model, tmp_path, kwargs, name):
     with pytest.raises(ValueError, match=name):
         export_translator(g2p_model[0], tmp_path / "out", **kwargs)
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_export_defaults_and_rule(g2p_model):
+    """`make_translator`: `num_return` = every beam unless a config or a setting
+    says otherwise, 256 source tokens or a smaller position table, no sampling."""
+    model = g2p_model[0]
+    transformer = tiny_g2p_model(build_transformer_seq2seq, 0, num_layers=1, d_model=8,
+                                 num_heads=2, dff=8, max_positions=12)
+    cases = [(model, None, {"num_beams": 3}, 3, 256),
+             (model, SearchConfig(num_beams=3, num_return=2), {}, 2, 256),
+             (model, None, {"num_beams": 3, "num_return": 1}, 1, 256),
+             (model, None, {"method": "greedy"}, 1, 256),
+             (model, None, {"max_source_length": 7}, 4, 7),
+             (transformer, None, {}, 4, 12)]
+    for built, config, settings, num_return, source_limit in cases:
+        made = make_translator(built, config, **settings)
+        assert (made.config.num_return, made.source_limit) == (num_return, source_limit), settings
+    with pytest.raises(ValueError, match="method must be one of") as raised:
+        make_translator(model, method="sample")
+    assert raised.value.field == "method"
+    with pytest.raises(TypeError, match="Unknown search setting"):
+        make_translator(model, beams=2)
+
+
+def test_export_checks_each_thing_once_and_takes_every_setting(g2p_model, tmp_path,
+                                                                monkeypatch):
+    """On the export path the decoding contract (`check_model`, in the
+    Translator), the tokenizers (`Translator.text_tokenizers`, read by the
+    serving module and by each traced signature) and the attention (before
+    anything is traced) are each checked once. Any `SearchConfig` field is a
+    setting (here `min_length`, which `export_translator` does not name): it
+    reaches the served search and the metadata."""
+    model, words = g2p_model
+    calls = collections.Counter()
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(translator, "check_model", counted("contract", translator.check_model))
+    # (an export that imported check_model to check again would be counted too)
+    monkeypatch.setattr(export, "check_model", counted("contract", translator.check_model),
+                        raising=False)
+    monkeypatch.setattr(export, "check_alignable", counted("attention", export.check_alignable))
+    tokenizers = functools.cached_property(
+        counted("tokenizers", translator.Translator.text_tokenizers.func))
+    tokenizers.__set_name__(translator.Translator, "text_tokenizers")
+    monkeypatch.setattr(translator.Translator, "text_tokenizers", tokenizers)
+    settings = dict(method="greedy", max_length=6, min_length=6, jit_compile=False)
+    path = export_translator(model, tmp_path / "export", alignments=True, **settings)
+    assert calls == {"contract": 1, "tokenizers": 1, "attention": 1}
+    assert read_metadata(path)["min_length"] == 6
+    served = tf.saved_model.load(path).signatures[SERVING_SIGNATURE](text=tf.constant(words))
+    served = [text.decode() for text in served["translation"].numpy()]
+    expected = model.translate(words, **settings)
+    assert served == expected and all(len(text.split()) == 6 for text in expected)
+    assert expected != model.translate(words, **{**settings, "min_length": 0})
 
 
 def test_model_without_tokenizers_is_rejected(tmp_path):

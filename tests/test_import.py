@@ -58,9 +58,14 @@ def _registered_classes_in_source():
 def test_import_kerasseq_registers_every_serializable_class():
     expected = _registered_classes_in_source()
     assert len(expected) >= 20 and "kerasseq>TransformerSeq2Seq" in expected, expected
-    registered = set(_run("import json, keras, kerasseq\n"
-                          "print(json.dumps(sorted(keras.saving.get_custom_objects())))\n")
-                     .strip().strip("[]").replace('"', "").split(", "))
+    output = _run("import json, keras, kerasseq\n"
+                  "print(kerasseq.export.export_translator.__module__, kerasseq.tflite.__name__,\n"
+                  "      kerasseq.plotting.__name__)\n"
+                  "print(json.dumps(sorted(keras.saving.get_custom_objects())))\n")
+    reachable, output = output.split("\n", 1)
+    # the modules outside the subpackages are attributes after `import kerasseq` too
+    assert reachable.split() == ["kerasseq.export", "kerasseq.tflite", "kerasseq.plotting"]
+    registered = set(output.strip().strip("[]").replace('"', "").split(", "))
     assert expected - registered == set()
 
 
@@ -182,3 +187,26 @@ def test_lower_layers_import_no_higher_one():
         if module == "kerasseq.translator":
             assert not [m for m in imports if m.startswith(
                 ("kerasseq.models", "kerasseq.export"))], imports
+
+
+def test_one_address_per_public_class():
+    """`SearchConfig` (and its error) and `Translator`: kerasseq's own modules import
+    them from the module that defines them; the public addresses are the top level
+    and, for the settings, `kerasseq.decoding`; no other module lists them."""
+    defining = {"SearchConfig": "kerasseq.decoding.config",
+                "SearchConfigError": "kerasseq.decoding.config",
+                "Translator": "kerasseq.translator"}
+    public = {"kerasseq", "kerasseq.decoding"}
+    for path in [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "kerasseq_cli").glob("*.py")]:
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name in defining:
+                        assert node.module == defining[alias.name], (module, node.module, alias.name)
+            if (isinstance(node, ast.Assign) and module not in public
+                    and any(getattr(target, "id", None) == "__all__" for target in node.targets)):
+                listed = {element.value for element in node.value.elts}
+                foreign = {name for name, home in defining.items() if home != module}
+                assert not listed & foreign, (module, listed & foreign)

@@ -333,6 +333,39 @@ class TableDecodable:
         return self.table.step_fn(token_ids, state, step)
 
 
+def test_text_needs_tokenizers_and_alignments_attention():
+    """One check and one message for a model without tokenizers, on the eager
+    and the graph path alike (`Translator.text_tokenizers`); `align_tensor` on
+    a model without attention fails with the alignment's own error."""
+    ids_only = build_rnn_seq2seq(10, 10, embedding_dim=4, units=4, max_target_length=3)
+    translator = Translator(ids_only, method="greedy", jit_compile=False)
+    assert translator.generate(np.ones([1, 2], np.int32))[0].shape == (1, 1, 3)
+    message = r"needs a model built with source_tokenizer .* Received: model.source_tokenizer=None"
+    with pytest.raises(ValueError, match=message):
+        translator.translate(["abc"])
+    with pytest.raises(ValueError, match=message):
+        tf.function(translator.translate_tensor)(tf.constant(["abc"]))
+    no_attention = tiny_g2p_model(build_rnn_seq2seq, 0, embedding_dim=4, units=4,
+                                  attention=None, max_target_length=3)
+    translator = Translator(no_attention, method="greedy", jit_compile=False)
+    assert translator.text_tokenizers == (no_attention.source_tokenizer,
+                                          no_attention.target_tokenizer)
+    for align in (lambda: translator.translate(["abc"], return_alignments=True),
+                  lambda: tf.function(translator.align_tensor)(tf.constant(["abc"]))):
+        with pytest.raises(ValueError, match="Word alignments need a model with attention"):
+            align()
+
+
+def test_progress_bar_counts_every_text_blank_ones_included(capsys):
+    model = tiny_g2p_model(build_rnn_seq2seq, 0, embedding_dim=4, units=4, max_target_length=3)
+    translator = Translator(model, method="greedy", jit_compile=False, batch_size=2)
+    translations = translator.translate(["", "abc", " ", "ab", "a"], verbose=1)
+    assert translations[0] == translations[2] == "" and len(translations) == 5
+    assert "5/5" in capsys.readouterr().out
+    translator.translate(["abc"])  # verbose=0: silent
+    assert capsys.readouterr().out == ""
+
+
 def test_any_decodable_is_searched_like_a_model():
     decodable = TableDecodable()
     assert isinstance(decodable, Seq2SeqDecodable)

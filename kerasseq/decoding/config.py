@@ -7,8 +7,8 @@ building one, and `kerasseq.export` builds one too: every message about a
 bad `num_beams`, `max_length` or `temperature` comes from here, the command
 line's included (its parser reads `--beam` and the like as plain numbers; the
 commands build a `SearchConfig` and report its message with the flag).
-Re-exported as `kerasseq.SearchConfig` and
-`kerasseq.translator.SearchConfig`.
+Its public addresses are `kerasseq.SearchConfig` and
+`kerasseq.decoding.SearchConfig`; kerasseq's own modules import it from here.
 """
 
 import dataclasses

@@ -8,8 +8,9 @@ the inference contract of docs/design.md, built from the same layers and weights
 * `decode_step(token_ids, state, step) -> (logits, state)`: one position.
 
 `kerasseq.decoding` drives any model through these two methods only, and
-text reaches it by one path, `kerasseq.Translator` (which `translate` and
-`generate` below use; this module does not import the search).
+text reaches it by one path, `kerasseq.Translator`: `translate` and
+`generate` below go through it (this module imports the translator, never a
+search of `kerasseq.decoding`).
 """
 
 import inspect

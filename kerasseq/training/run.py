@@ -50,7 +50,7 @@ import keras
 import tensorflow as tf
 
 from kerasseq._files import save_model_atomically, write_text_atomically
-from kerasseq._validation import is_int
+from kerasseq._validation import ArgumentError, is_int
 from kerasseq.data import make_dataset
 from kerasseq.training.averaging import (
     CHECKPOINT_PATTERN,
@@ -100,7 +100,8 @@ class TrainingRun:
 
     Raises:
         ValueError: `output_dir` exists and is not a directory, or cannot be
-            created.
+            created (a `kerasseq._validation.ArgumentError` naming it in
+            `.field`, which `kerasseq train` maps to `--output-dir`).
     """
 
     def __init__(self, output_dir, overwrite=False, strategy=None):
@@ -113,13 +114,13 @@ class TrainingRun:
             self.worker_index, self.num_workers = cluster["worker_index"], cluster["workers"]
         self.output_dir = os.fspath(output_dir)
         if os.path.lexists(self.output_dir) and not os.path.isdir(self.output_dir):
-            raise ValueError(f"--output-dir {self.output_dir!r} exists and is not a directory")
+            raise ArgumentError("output_dir", f"output_dir {self.output_dir!r} exists and is "
+                                              "not a directory")
         try:
             os.makedirs(self.output_dir, exist_ok=True)
         except OSError as error:
-            raise ValueError(
-                f"cannot create --output-dir {self.output_dir!r}: {error.strerror or error}"
-            ) from None
+            raise ArgumentError("output_dir", f"cannot create output_dir {self.output_dir!r}: "
+                                              f"{error.strerror or error}") from None
         if overwrite:
             self.clear()
         backup_dir = BACKUP_DIR if self.is_chief else f"{BACKUP_DIR}-worker-{self.worker_index}"
@@ -214,7 +215,8 @@ class TrainingRun:
         """The run's tokenizers: the saved ones when resuming, else these (saved).
 
         Raises:
-            ValueError: resuming with data whose vocabularies differ.
+            ValueError: resuming with data whose vocabularies differ (an
+                `ArgumentError` naming `output_dir`).
         """
         path = self.path("tokenizers.json")
         if not self.is_chief:
@@ -227,11 +229,11 @@ class TrainingRun:
             for side, fresh, old in zip(("source", "target"), (source_tokenizer, target_tokenizer),
                                         saved, strict=True):
                 if fresh.get_vocabulary() != old.get_vocabulary():
-                    raise ValueError(
+                    raise ArgumentError("output_dir", (
                         f"{self.output_dir!r} holds an interrupted run trained with a different "
                         f"{side} vocabulary ({old.vocabulary_size} tokens; this data gives "
-                        f"{fresh.vocabulary_size}): was --dataset changed? Use a new --output-dir."
-                    )
+                        f"{fresh.vocabulary_size}): was the data changed? Use another "
+                        "output_dir, or overwrite=True to start over."))
             return tuple(saved)
         write_text_atomically(path, json.dumps(
             [keras.saving.serialize_keras_object(tokenizer)

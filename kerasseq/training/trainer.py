@@ -34,7 +34,7 @@ import math
 import keras
 import tensorflow as tf
 
-from kerasseq._validation import check_positive_int
+from kerasseq._validation import ArgumentError, check_positive_int
 from kerasseq.data import make_dataset
 from kerasseq.data.pipeline import join_inputs, split_inputs
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
@@ -88,9 +88,10 @@ def sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, global_batch_s
     def dataset_fn(input_context):
         replicas = input_context.num_replicas_in_sync
         if global_batch_size % replicas:
-            raise ValueError(
-                f"the global batch size ({global_batch_size}) must be a multiple of the number of "
-                f"replicas ({replicas}); e.g. --batch-size {replicas * max(1, global_batch_size // replicas)}")
+            raise ArgumentError("global_batch_size", (
+                f"global_batch_size must be a multiple of the number of replicas ({replicas}), "
+                f"e.g. {replicas * max(1, global_batch_size // replicas)}. "
+                f"Received: global_batch_size={global_batch_size}"))
         shard = pairs[input_context.input_pipeline_id::input_context.num_input_pipelines]
         return make_dataset(shard, source_tokenizer, target_tokenizer,
                             batch_size=input_context.get_per_replica_batch_size(global_batch_size),

@@ -100,6 +100,25 @@ def test_separate_key_input_matches_keras():
     )
 
 
+def test_gated_attention_matches_keras():
+    """`use_gate=True` (Keras' gated attention): the re-implemented `call` reads
+    Keras' private `_use_gate` / `_gate_dense` (docs/design.md) as Keras' own does."""
+    rng = np.random.default_rng(3)
+    query, value = (rng.normal(size=(2, n, 8)).astype("float32") for n in (3, 5))
+    ours = MultiHeadAttention(num_heads=2, key_dim=4, use_gate=True)
+    ours(query, value)
+    reference = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, use_gate=True)
+    reference(query, value)
+    assert len(ours.get_weights()) == len(reference.get_weights()) == 10  # the gate's kernel, bias
+    reference.set_weights(ours.get_weights())
+    np.testing.assert_allclose(ours(query, value), reference(query, value), atol=1e-5)
+    ungated = MultiHeadAttention(num_heads=2, key_dim=4)
+    ungated(query, value)
+    weights = ours.get_weights()  # query, key, gate, value, output: kernel and bias each
+    ungated.set_weights(weights[:4] + weights[6:])  # the same projections without the gate
+    assert not np.allclose(ours(query, value), ungated(query, value), atol=1e-3)
+
+
 def test_static_cache_equals_plain_call():
     rng = np.random.default_rng(3)
     query = rng.normal(size=(2, 3, 8)).astype("float32")

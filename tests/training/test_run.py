@@ -27,8 +27,10 @@ def test_overwrite_starts_over_and_bad_output_dirs_are_errors(tmp_path):
     assert sorted(os.listdir(run)) == ["notes.txt"]  # only the run's own files go
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")
-    with pytest.raises(ValueError, match="exists and is not a directory"):
+    with pytest.raises(ValueError, match="exists and is not a directory") as raised:
         TrainingRun(a_file)
+    # a library error names the library's argument (the command line maps it to its flag)
+    assert raised.value.field == "output_dir" and "--" not in str(raised.value)
     assert a_file.read_text() == "keep me"
     # A finished run without its backup cannot be continued, only started over.
     (run / "model.keras").write_text("x")

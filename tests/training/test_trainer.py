@@ -129,7 +129,8 @@ def test_errors_are_specific():
         DistributedTrainer(model).fit(dataset().repeat(), epochs=1, verbose=0)
     with pytest.raises(TypeError, match="tf.data.Dataset of global batches"):
         DistributedTrainer(model).fit([1, 2, 3], epochs=1, verbose=0)
-    with pytest.raises(ValueError, match="must be a multiple of the number of replicas"):
+    with pytest.raises(ValueError, match=r"global_batch_size must be a multiple of the number "
+                                         r"of replicas \(2\), e.g. 2. Received: global_batch_size=3"):
         data = sharded_dataset_fn(PAIRS, WORDS, PHONEMES, global_batch_size=3)
         data(tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                         num_replicas_in_sync=2))
