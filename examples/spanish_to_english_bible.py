@@ -30,9 +30,12 @@ Two phases, so a long training can be scored later with newer code:
   and history.json (with the minutes of `fit` at each epoch's end).
 - `--phase evaluate`: on the same dev verses, the averaged last checkpoints
   against the best epoch (the better one is kept), then the beam length
-  penalty (`--length-penalties`); then the test split is translated once,
-  greedy and beam, and scored: BLEU and chrF, BLEU by source length, decode
-  times. Writes OUTPUT_DIR/results.json (models evaluated by an earlier run
+  penalty (`--length-penalties`), then `SearchConfig.no_repeat_ngram_size`
+  (`--no-repeat-ngram-sizes`, beam search with that penalty); then the test
+  split is translated once, greedy and beam, and scored: BLEU and chrF, BLEU
+  by source length, decode times, repeats and loops
+  (`kerasseq.evaluation.count_repetitions`), and, when dev chose a guard,
+  the same with it (NAME/test_guarded.tsv). Writes OUTPUT_DIR/results.json (models evaluated by an earlier run
   into the same directory stay in it), NAME/test_translations.tsv (every
   test verse: reference, greedy, beam, the beam's sentence chrF),
   OUTPUT_DIR/translations.md (the best, median and worst verses by the first
@@ -51,6 +54,10 @@ OUTPUT_DIR/reference_links.npz), and cross-attention head
 toward those links with weight `--guided-alignment-weight`
 (`kerasseq.training.guided_alignment_loss`); its alignments then come from
 that head (examples/bible_alignments.py scores them).
+
+`--shared-vocabulary-size N` learns one WordPiece vocabulary of at most N
+ids for both languages, and the Transformers share one embedding matrix for
+the encoder, the decoder and the output projection.
 
 `--phase all` (the default) runs both. The recorded run is the defaults with
 `--time-limit-minutes 90`, one model at a time on an otherwise idle machine;
@@ -377,9 +384,12 @@ def translations_table(output_dir, names):
     if not tables:
         return ""
     first = next(iter(tables.values()))
+    lines = [f"# Test verses of the Bible models ({', '.join(tables)})", "",
+             "The best, median and worst test verses by the first model's beam chrF, with "
+             "every model's greedy and beam translation (examples/spanish_to_english_bible.py).",
+             ""]
     picks = picked_verses([float(row["beam_chrf"]) for row in first])
     groups = ["best"] * 3 + ["median"] * 3 + ["worst"] * 3
-    lines = []
     for group, index in zip(groups, picks, strict=False):
         row = first[index]
         lines += [f"**{row['verse']}** ({group} by the {next(iter(tables))}'s beam chrF)", "",

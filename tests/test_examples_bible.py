@@ -159,6 +159,7 @@ def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
     assert json.loads((out / "results.json").read_text())["test_pairs"] == 12
     assert (out / "learning_curves.png").stat().st_size > 0
     table = (out / "translations.md").read_text()
+    assert table.startswith("# Test verses of the Bible models (transformer, rnn_attention)")
     assert table.count("| reference |") == 9 and table.count("| rnn_attention, beam") == 9
     # Scoring one model again keeps the other one's results (runs in separate sessions).
     again = module.main(["--smoke", "--phase", "evaluate", "--models", "rnn_attention",
