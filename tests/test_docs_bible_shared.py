@@ -51,6 +51,8 @@ def test_scores_are_the_run_s():
     assert f"{run['steps']:,} optimizer steps, scored **{run['test_bleu_beam']:.2f} test BLEU" \
         in tutorial
     assert f"({run['test_bleu_greedy']:.2f} greedy, chrF {run['test_chrf_beam']:.2f})" in tutorial
+    for text in (tutorial, page):  # the steps that repeat the run on another machine
+        assert f"--max-steps {run['steps']}" in text
 
 
 def test_guard_table_and_test_counts_are_the_run_s():
