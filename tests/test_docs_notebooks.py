@@ -295,6 +295,20 @@ Code stays: `[x](../other.md)` and ``![y](../images/a.png)``.
     nbformat.validate(notebook)
 
 
+def test_an_image_linked_to_its_full_size_is_embedded(tmp_path):
+    """`[![alt](a.png)](a.png)` (a figure linked to its full size): the image
+    becomes an attachment, the link the file's site address."""
+    png = (DOCS / "images" / "causal_mask.png").read_bytes()
+    files = small_site(tmp_path / "docs", {"index.md": "# Home\n", "sub/page.md": "# Page\n",
+                                           "images/a.png": png})
+    markdown, attachments = hook.standalone_markdown(
+        "See [![a grid](../images/a.png)](../images/a.png) and [plain](../index.md).",
+        "sub/page.md", files, "https://example.org/docs/")
+    assert markdown == ("See [![a grid](attachment:a.png)](https://example.org/docs/images/a.png)"
+                        " and [plain](https://example.org/docs/).")
+    assert attachments == {"a.png": {"image/png": base64.b64encode(png).decode()}}
+
+
 def test_on_files_needs_a_site_url(tmp_path):
     from mkdocs.exceptions import PluginError
 

@@ -268,29 +268,40 @@ def standalone_markdown(markdown, page_uri, files, site_url):
     types in ATTACHED_TYPES become `attachment:NAME`, and `attachments` is the
     cell's `{NAME: {mime type: base64 of the file}}` (empty when it shows none).
     Code is left alone; a link to a file that `files` lacks is left, with a warning.
+    An image inside a link's text (`[![alt](a.png)](a.png)`, a figure linked to
+    its full size) is embedded too.
     """
-    masked = _code_masked(markdown)
-    pieces, cursor, attachments, attached = [], 0, {}, {}
-    for match in LINK.finditer(masked):
-        start, end = match.span("destination")
-        destination = markdown[start:end]
-        file, fragment = _site_file(destination, page_uri, files)
-        if file is None:
-            if fragment is not None:
-                log.warning("notebooks: %s links to %r, which is not a file of the site; "
-                            "the notebook keeps the relative link", page_uri, destination)
-            continue
-        mime = ATTACHED_TYPES.get(posixpath.splitext(file.src_uri)[1].lower())
-        if match["image"] and mime is not None:
-            name = _attachment_name(file, attached)
-            attachments[name] = {mime: base64.b64encode(file.content_bytes).decode("ascii")}
-            new = f"attachment:{name}"
-        else:
-            new = urljoin(site_url, file.url) + (f"#{fragment}" if fragment else "")
-        pieces += [markdown[cursor:start], new]
-        cursor = end
-    pieces.append(markdown[cursor:])
-    return "".join(pieces), attachments
+    attachments, attached = {}, {}
+
+    def rewrite(markdown):
+        masked = _code_masked(markdown)
+        pieces, cursor = [], 0
+        for match in LINK.finditer(masked):
+            start, end = match.span("destination")
+            if not match["image"]:  # the link's text may show an image
+                text_start, text_end = match.start() + 1, start - 2
+                pieces += [markdown[cursor:text_start], rewrite(markdown[text_start:text_end])]
+                cursor = text_end
+            destination = markdown[start:end]
+            file, fragment = _site_file(destination, page_uri, files)
+            if file is None:
+                if fragment is not None:
+                    log.warning("notebooks: %s links to %r, which is not a file of the site; "
+                                "the notebook keeps the relative link", page_uri, destination)
+                continue
+            mime = ATTACHED_TYPES.get(posixpath.splitext(file.src_uri)[1].lower())
+            if match["image"] and mime is not None:
+                name = _attachment_name(file, attached)
+                attachments[name] = {mime: base64.b64encode(file.content_bytes).decode("ascii")}
+                new = f"attachment:{name}"
+            else:
+                new = urljoin(site_url, file.url) + (f"#{fragment}" if fragment else "")
+            pieces += [markdown[cursor:start], new]
+            cursor = end
+        pieces.append(markdown[cursor:])
+        return "".join(pieces)
+
+    return rewrite(markdown), attachments
 
 
 def page_notebook(text, page_uri, files, site_url):
