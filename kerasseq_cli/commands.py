@@ -495,15 +495,12 @@ def evaluate_translation(model, sources, references, batch_size=64, **search):
 
 
 def command_export(args):
-    # Before loading the model: only an earlier export (a SavedModel
-    # directory) or an empty directory may be replaced, with or without
-    # --overwrite; a model file or anything else is refused and left alone.
+    # Before loading the model: only an earlier export (a SavedModel directory)
+    # or an empty directory may be replaced, and only with --overwrite.
     try:
-        check_export_path(os.path.abspath(args.export_dir))
+        check_export_path(os.path.abspath(args.export_dir), overwrite=args.overwrite)
     except FileExistsError as error:
-        raise CLIError(str(error)) from None
-    if os.path.lexists(args.export_dir) and not args.overwrite:
-        raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
+        raise CLIError(str(error).replace("overwrite=True", "--overwrite")) from None
     search = _search_kwargs(args, max_length=args.max_length,
                             max_source_length=args.max_source_length)
     which = _alignment_head_settings(args)
