@@ -10,11 +10,47 @@ prints as one line, `kerasseq COMMAND: error: ...`, with exit status 2.
 
 import json
 import os
+import signal
 import sys
 import time
 
+import keras
+import tensorflow as tf
+
+from kerasseq._files import save_model_atomically
 from kerasseq._messages import first_line
+from kerasseq.alignment import from_pharaoh, to_pharaoh
 from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
+from kerasseq.decoding.config import SearchConfig
+from kerasseq.evaluation import corpus_bleu, corpus_chrf, g2p_error_rates
+from kerasseq.export import (
+    ALIGNMENTS_SIGNATURE,
+    NBEST_SIGNATURE,
+    SERVING_SIGNATURE,
+    check_export_path,
+    export_translator,
+    is_saved_model,
+    load_translator,
+    read_metadata,
+)
+from kerasseq.models import Ensemble, build_rnn_seq2seq, build_transformer_seq2seq
+from kerasseq.training import (
+    MaskedSparseCategoricalCrossentropy,
+    MaskedTokenAccuracy,
+    NonFiniteLossError,
+    TrainingRun,
+    average_checkpoints,
+    epoch_checkpoints,
+    transformer_optimizer,
+)
+from kerasseq.training.distribute import get_strategy
+from kerasseq.training.run import TENSORBOARD_DIR
+from kerasseq.training.tensorboard import TranslationSummaries
+from kerasseq.training.trainer import (
+    WorkerLostError,
+    is_lost_peer_error,
+    worker_lost_error,
+)
 from kerasseq_cli import CLIError
 
 
@@ -29,8 +65,6 @@ def _flag_error(error, flags):
 
 # -------------------------------------------------------------------- model
 def build_model(args, source_tokenizer, target_tokenizer):
-    from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
-
     if args.model not in ("rnn", "transformer"):
         raise CLIError(f"--model must be 'rnn' or 'transformer'. Received: {args.model!r}")
     if args.model == "transformer":
@@ -61,10 +95,6 @@ def build_model(args, source_tokenizer, target_tokenizer):
 def make_optimizer(args):
     """Adam at --learning-rate, or with --warmup-steps the Transformer schedule
     (Vaswani et al. 2017: linear warm-up, then 1/sqrt(step) decay, Adam β2 = 0.98)."""
-    import keras
-
-    from kerasseq.training import transformer_optimizer
-
     if args.warmup_steps:
         width = args.d_model if args.model == "transformer" else args.units
         return transformer_optimizer(width, warmup_steps=args.warmup_steps, clipnorm=args.clipnorm)
@@ -77,10 +107,6 @@ def load_model(path):
     A comma-separated list of them (`a.keras,b.keras`) loads each and returns
     one `kerasseq.models.Ensemble` (a path that exists is never split).
     """
-    import keras
-
-    import kerasseq.models  # noqa: F401  (registers the classes)
-
     if "," in path and not os.path.exists(path):
         return load_ensemble([part.strip() for part in path.split(",") if part.strip()])
     model_file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
@@ -100,8 +126,6 @@ def load_model(path):
 
 def load_ensemble(paths):
     """One `kerasseq.models.Ensemble` of the models at `paths` (one path: that model)."""
-    from kerasseq.models import Ensemble
-
     if not paths:
         raise CLIError("no model given: expected MODEL or MODEL_A,MODEL_B,...")
     models = [load_model(path) for path in paths]
@@ -123,10 +147,6 @@ def _slow_batches_callback(seconds, stop_after=None):
     so that a test can kill it at exactly that point in the middle of an
     epoch, however long the test takes to read the line.
     """
-    import signal
-
-    import keras
-
     class SlowBatches(keras.callbacks.Callback):
         epoch = 0
 
@@ -146,11 +166,6 @@ def _slow_batches_callback(seconds, stop_after=None):
 def _tensorboard_callbacks(args, run, dev_references):
     """Keras' TensorBoard (loss, token accuracy, learning rate per epoch) and
     `TranslationSummaries` (dev WER or BLEU, attention heatmap) into OUTPUT_DIR/tensorboard."""
-    import keras
-
-    from kerasseq.training.run import TENSORBOARD_DIR
-    from kerasseq.training.tensorboard import TranslationSummaries
-
     log_dir = run.path(TENSORBOARD_DIR)
     callbacks = [keras.callbacks.TensorBoard(log_dir, write_graph=False)]
     count = args.tensorboard_sources
@@ -171,17 +186,6 @@ def train(args):
     This function only turns the arguments into data, a model and a
     `TrainingRun`; the run directory's files and their rules live there.
     """
-    import keras
-
-    from kerasseq.training import (
-        MaskedSparseCategoricalCrossentropy,
-        MaskedTokenAccuracy,
-        NonFiniteLossError,
-        TrainingRun,
-    )
-    from kerasseq.training.distribute import get_strategy
-    from kerasseq.training.trainer import WorkerLostError
-
     strategy_name = args.strategy
     try:
         # First: MultiWorkerMirroredStrategy must exist before TensorFlow runs anything.
@@ -260,18 +264,12 @@ def train(args):
 
 def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):
     """WER/PER of `model.translate(words, **search)` (SearchConfig defaults: beam 4)."""
-    from kerasseq.evaluation import g2p_error_rates
-
     hypotheses = model.translate(words, batch_size=batch_size, verbose=verbose, **search)
     return g2p_error_rates(hypotheses, references)
 
 
 # ----------------------------------------------------------------- commands
 def command_train(args):
-    import tensorflow as tf
-
-    from kerasseq.training.trainer import is_lost_peer_error, worker_lost_error
-
     try:
         train(args)
     except tf.errors.OpError as error:
@@ -300,8 +298,6 @@ def _search_kwargs(args, **fields):
     one validator: its message is reported with the flag that set the field,
     before any model is loaded.
     """
-    from kerasseq.decoding.config import SearchConfig
-
     fields.update(num_return=args.nbest, length_penalty=args.length_penalty,
                   no_repeat_ngram_size=args.no_repeat_ngram_size)
     search = {key: value for key, value in fields.items() if value is not None}
@@ -331,15 +327,6 @@ def load_saved_model_translator(path, args):
     given; `--nbest N` reads the first N columns of the `translate_nbest`
     signature; `--alignments` reads `translate_alignments`.
     """
-    from kerasseq.alignment import from_pharaoh
-    from kerasseq.export import (
-        ALIGNMENTS_SIGNATURE,
-        NBEST_SIGNATURE,
-        SERVING_SIGNATURE,
-        load_translator,
-        read_metadata,
-    )
-
     _search_kwargs(args)  # checked as for a .keras model, before comparing with the export
     nbest = args.nbest if args.nbest and args.nbest > 1 else None
     if args.alignments and nbest:
@@ -420,9 +407,6 @@ def _alignment_head_settings(args):
 
 
 def command_translate(args):
-    from kerasseq.alignment import to_pharaoh
-    from kerasseq.export import is_saved_model
-
     alignments = args.alignments
     if is_saved_model(args.model_dir):  # --alignments: its translate_alignments signature
         translate = load_saved_model_translator(args.model_dir, args)
@@ -505,26 +489,18 @@ def check_vocabulary_match(model, sources, args):
 
 def evaluate_translation(model, sources, references, batch_size=64, **search):
     """Corpus BLEU and chrF (sacreBLEU) of the model's translations, with a progress bar."""
-    from kerasseq.evaluation import corpus_bleu, corpus_chrf
-
     hypotheses = model.translate(sources, batch_size=batch_size, verbose=1, **search)
     return {"bleu": corpus_bleu(hypotheses, references),
             "chrf": corpus_chrf(hypotheses, references), "sentences": len(sources)}
 
 
 def command_export(args):
-    from kerasseq.decoding.config import SearchConfig
-    from kerasseq.export import check_export_path, export_translator
-
-    # Before loading the model: only an earlier export (a SavedModel
-    # directory) or an empty directory may be replaced, with or without
-    # --overwrite; a model file or anything else is refused and left alone.
+    # Before loading the model: only an earlier export (a SavedModel directory)
+    # or an empty directory may be replaced, and only with --overwrite.
     try:
-        check_export_path(os.path.abspath(args.export_dir))
+        check_export_path(os.path.abspath(args.export_dir), overwrite=args.overwrite)
     except FileExistsError as error:
-        raise CLIError(str(error)) from None
-    if os.path.lexists(args.export_dir) and not args.overwrite:
-        raise CLIError(f"{args.export_dir!r} already exists; pass --overwrite to replace it")
+        raise CLIError(str(error).replace("overwrite=True", "--overwrite")) from None
     search = _search_kwargs(args, max_length=args.max_length,
                             max_source_length=args.max_source_length)
     which = _alignment_head_settings(args)
@@ -555,8 +531,6 @@ def average_inputs(inputs, last=None):
     `checkpoints/epoch_XXX.keras`, see `train --keep-checkpoints`) or a
     directory of `epoch_XXX.keras` files. `last` keeps the last N of them.
     """
-    from kerasseq.training import epoch_checkpoints
-
     paths = []
     for item in inputs:
         if os.path.isdir(item):
@@ -575,9 +549,6 @@ def average_inputs(inputs, last=None):
 
 def command_average(args):
     """`kerasseq average OUT.keras IN.keras ... | RUN_DIR`: one model, the mean of the weights."""
-    from kerasseq._files import save_model_atomically
-    from kerasseq.training import average_checkpoints
-
     if not args.output.endswith(".keras"):
         raise CLIError(f"OUTPUT must be a .keras file. Received: {args.output!r}")
     if os.path.isdir(args.output):
@@ -598,8 +569,6 @@ def _program():
 
 
 def command_demo(args):
-    import keras
-
     # The parser's defaults make the demo a CMUdict G2P model with an LSTM encoder,
     # Bahdanau attention and a GRU decoder; every training flag still applies.
     what = ("a Transformer" if args.model == "transformer" else

@@ -269,7 +269,7 @@ def test_transformer_through_the_translator(tiny_transformer):
     assert ids.shape == (3, 1, 6) and scores.shape == (3, 1) and lengths.shape == (3, 1)
     texts = model.translate(words, max_length=6)
     assert texts == model.target_tokenizer.decode_to_strings(ids[:, 0])
-    with pytest.raises(ValueError, match="max_positions=12 target positions"):
+    with pytest.raises(ValueError, match=r"max_length must be <= the model.s max_positions=12 \(its position table\)"):
         model.translate(words, max_length=13)
 
 

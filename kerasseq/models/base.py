@@ -20,6 +20,7 @@ import weakref
 import keras
 import tensorflow as tf
 
+from kerasseq.training import distribute
 from kerasseq.translator import get_translator
 
 
@@ -263,8 +264,6 @@ class Seq2SeqModel(keras.Model):
         if not (isinstance(batch, tuple) and len(batch) in (2, 3)) or not all(
                 hasattr(v, "shape") and hasattr(v, "dtype") for v in keras.tree.flatten(batch)):
             return
-        from kerasseq.training import distribute
-
         if distribute.carries_links(batch):
             return
         try:
@@ -283,8 +282,6 @@ class Seq2SeqModel(keras.Model):
         links (guided alignment) takes kerasseq's one-device step, which gets
         its loss from `compute_predictions_and_loss`.
         """
-        from kerasseq.training import distribute  # training code; imported on use
-
         if distribute.uses_exact_step():
             return distribute.exact_train_step(self, data)
         if distribute.carries_links(data):
@@ -292,8 +289,6 @@ class Seq2SeqModel(keras.Model):
         return super().train_step(data)
 
     def test_step(self, data):
-        from kerasseq.training import distribute
-
         if distribute.uses_exact_step():
             return distribute.exact_test_step(self, data)
         if distribute.carries_links(data):

@@ -329,11 +329,7 @@ def _mean_attention(weights):
 
 
 def _first_attribute(members, name):
-    for member in members:
-        value = getattr(member, name, None)
-        if value is not None:
-            return value
-    return None
+    return next((v for v in (getattr(m, name, None) for m in members) if v is not None), None)
 
 
 def _smallest_int(members, name):

@@ -332,16 +332,12 @@ class TransformerSeq2Seq(Seq2SeqModel):
                 or `max_source_length` exceeds the model's `max_positions` (its
                 self-attention cache and position tables); `.field` names it.
         """
-        if config.max_length is not None and config.max_length > self.max_positions:
-            raise SearchConfigError(
-                "max_length", "The Transformer's self-attention cache and position table hold "
-                f"max_positions={self.max_positions} target positions. Received: "
-                f"max_length={config.max_length}")
-        if config.max_source_length is not None and config.max_source_length > self.max_positions:
-            raise SearchConfigError(
-                "max_source_length",
-                f"max_source_length must be <= the model's max_positions={self.max_positions} "
-                f"(its position table). Received: max_source_length={config.max_source_length}")
+        for field in ("max_length", "max_source_length"):
+            value = getattr(config, field)
+            if value is not None and value > self.max_positions:
+                raise SearchConfigError(
+                    field, f"{field} must be <= the model's max_positions={self.max_positions} "
+                    f"(its position table). Received: {field}={value}")
 
     def trim_source_ids(self, source_ids):
         """Keeps the first `max_positions` columns; the dropped ones must be padding."""

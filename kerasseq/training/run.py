@@ -70,6 +70,7 @@ from kerasseq.training.checkpoints import (
     read_history,
     truncate_history,
 )
+from kerasseq.training.distribute import pad_batches_to_multiple, read_tf_config
 from kerasseq.training.trainer import (
     DistributedTrainer,
     max_over_workers,
@@ -108,8 +109,6 @@ class TrainingRun:
         self.strategy = strategy
         self.worker_index, self.num_workers = 0, 1
         if strategy is not None and _is_multi_worker(strategy):
-            from kerasseq.training.distribute import read_tf_config
-
             cluster = read_tf_config()
             self.worker_index, self.num_workers = cluster["worker_index"], cluster["workers"]
         self.output_dir = os.fspath(output_dir)
@@ -344,8 +343,6 @@ class TrainingRun:
         if not is_int(batch_size) or batch_size < 1 or batch_size % replicas:
             raise ValueError(f"batch_size is the global batch: it must be a positive multiple "
                              f"of the {replicas} replicas. Received: batch_size={batch_size!r}")
-        from kerasseq.training.distribute import pad_batches_to_multiple
-
         def batches(pairs, **options):
             if self.multi_worker:
                 return sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, batch_size,

@@ -38,6 +38,7 @@ from kerasseq._validation import ArgumentError, check_positive_int
 from kerasseq.data import make_dataset
 from kerasseq.data.pipeline import join_inputs, split_inputs
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
+from kerasseq.training.distribute import pad_batches_to_multiple
 
 
 def _neutral_batch(element_spec, rows=1):
@@ -167,8 +168,6 @@ class DistributedTrainer:
         """`(distributed_dataset, local_steps, batch_spec)` for a Dataset or a dataset
         function; `batch_spec` is the `element_spec` of one global (Dataset) or
         per-worker (function) batch, before the neutral filler."""
-        from kerasseq.training.distribute import pad_batches_to_multiple
-
         strategy = self.strategy
         if isinstance(data, tf.data.Dataset):
             data = pad_batches_to_multiple(data, strategy.num_replicas_in_sync)
