@@ -42,6 +42,7 @@ import tensorflow as tf
 from kerasseq._files import replace_atomically
 from kerasseq._validation import check_int, check_positive_int
 from kerasseq.data.tokenizer import END_ID, START_ID
+from kerasseq.decoding._common import ban_repeated_ngrams
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
 QUANTIZATIONS = (None, "dynamic_range")
@@ -266,8 +267,9 @@ class TFLiteGreedyDecoder:
             result = self._step(token_ids=tokens, step=np.int32(step), **state)
             logits = result.pop("logits")
             state = result
-            for row in range(rows) if size else ():
-                logits[row, _repeating_tokens(output[row, :step], size)] = -np.inf
+            if size:  # the searches' own ban, on this loop's tokens so far
+                logits = ban_repeated_ngrams(tf.constant(logits), tf.constant(output),
+                                             tf.constant(step, tf.int32), size).numpy()
             tokens = np.argmax(logits, axis=-1).astype(np.int32)
             ended = ~finished & (tokens == self.end_id)
             lengths[ended] = step
@@ -277,9 +279,3 @@ class TFLiteGreedyDecoder:
                 break
         return output[:rows], lengths[:rows]
 
-
-def _repeating_tokens(tokens, size):
-    """The tokens that would complete an n-gram (n = `size`) already in `tokens`."""
-    tokens, last = list(tokens), list(tokens[len(tokens) - size + 1:]) if size > 1 else []
-    return sorted({tokens[j + size - 1] for j in range(len(tokens) - size + 1)
-                   if tokens[j:j + size - 1] == last})
