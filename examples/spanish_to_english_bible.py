@@ -84,7 +84,12 @@ from _translation_common import build_model, model_names, print_report, set_thre
 from kerasseq.alignment import reference_alignments  # noqa: E402
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
-from kerasseq.evaluation import corpus_bleu, corpus_chrf, scores_by_length  # noqa: E402
+from kerasseq.evaluation import (  # noqa: E402
+    corpus_bleu,
+    corpus_chrf,
+    count_repetitions,
+    scores_by_length,
+)
 from kerasseq.training import (  # noqa: E402
     DevBleuEarlyStopping,
     KeepLastCheckpoints,
@@ -162,9 +167,11 @@ def library_versions():
 def machine():
     import platform
 
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                  if line.startswith("model name")), platform.processor()) \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    model = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            model = next((line.split(":", 1)[1].strip() for line in handle
+                          if line.startswith("model name")), model)
     return {"cpu": model, "cores": os.cpu_count()}
 
 
@@ -247,8 +254,6 @@ def sentence_chrf(hypothesis, reference):
 def evaluate(name, args, dev_pairs, test_pairs):
     """Average-or-not, the length penalty and the n-gram guard on dev, then the test
     split scored once."""
-    from kerasseq.evaluation import count_repetitions
-
     directory = os.path.join(args.output_dir, name)
     with open(os.path.join(directory, "history.json"), encoding="utf-8") as handle:
         record = json.load(handle)
