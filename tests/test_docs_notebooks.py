@@ -317,6 +317,31 @@ def test_on_files_needs_a_site_url(tmp_path):
         hook.on_files(files, {"site_url": None})
 
 
+def test_site_url_is_where_mkdocs_serve_serves(monkeypatch):
+    """Nothing publishes the site: by default the notebooks' links lead to the
+    address `mkdocs serve` serves it at (its own default `dev_addr`), and
+    KERASSEQ_DOCS_URL names another one."""
+    from mkdocs.config import load_config
+
+    monkeypatch.delenv("KERASSEQ_DOCS_URL", raising=False)
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    host, port = config["dev_addr"]
+    assert config["site_url"] == f"http://{host}:{port}/"
+    monkeypatch.setenv("KERASSEQ_DOCS_URL", "https://example.org/kerasseq/")
+    assert load_config(str(ROOT / "mkdocs.yml"))["site_url"] == "https://example.org/kerasseq/"
+
+
+def test_first_cell_says_where_the_links_lead(tmp_path):
+    files = small_site(tmp_path / "docs", {"t.md": "# T\n\n```python\nprint(1)\n```\n"})
+    text = "# T\n\n```python\nprint(1)\n```\n"
+    local = hook.page_notebook(text, "t.md", files, "http://127.0.0.1:8000/").cells[0].source
+    assert local.endswith("Its links lead to the documentation site at <http://127.0.0.1:8000/>"
+                          " (`.venv/bin/mkdocs serve` in a checkout serves it there).*\n")
+    elsewhere = hook.page_notebook(text, "t.md", files, "https://example.org/d/").cells[0].source
+    assert elsewhere.endswith("Its links lead to the documentation site at "
+                              "<https://example.org/d/>.*\n")
+
+
 def test_notebooks_work_downloaded_alone():
     from PIL import Image
 

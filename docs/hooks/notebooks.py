@@ -15,9 +15,12 @@ open and run; so do these pages. At build time this hook
 A notebook is downloaded alone, so it refers to nothing beside it: every
 relative link of the page (`loss.md#the-gradient-p-onehot`,
 `../images/causal_mask.png`, `#a-heading`) becomes the absolute address of
-that file on the published site, `site_url` of mkdocs.yml plus the file's
-URL in the site (`https://.../loss/#the-gradient-p-onehot`; the anchor is
-kept), and every PNG image the page shows (`![...](images/x.png)`) is
+that file in the site, `site_url` of mkdocs.yml plus the file's URL in the
+site (`http://127.0.0.1:8000/loss/#the-gradient-p-onehot`; the anchor is
+kept). Nothing publishes the site: `site_url` is where `mkdocs serve` serves
+it on the reader's machine (and `mkdocs serve` gives the notebooks it serves
+its own address), so the links work offline while the reader serves the
+docs; the notebook's first cell says so. Every PNG image the page shows (`![...](images/x.png)`) is
 embedded in its Markdown cell as a Jupyter attachment
 (`![...](attachment:x.png)`, the file's bytes base64-encoded in the cell's
 `attachments`; an image of another type gets its site address). Links and images inside code (fenced blocks, code spans)
@@ -64,7 +67,7 @@ import logging
 import posixpath
 import re
 from pathlib import PurePosixPath
-from urllib.parse import unquote, urljoin
+from urllib.parse import unquote, urljoin, urlsplit
 
 import jupytext
 import nbformat
@@ -203,11 +206,14 @@ def _prose(lines):
     return result
 
 
-def _intro(page_uri, text):
+def _intro(page_uri, text, site_url):
     needs = "".join(
         f" It also needs the program `{program}` (`make examples-data`)."
         for program in NEEDS_COMMAND.findall(text)
     )
+    host = urlsplit(site_url).hostname
+    where = (" (`.venv/bin/mkdocs serve` in a checkout serves it there)"
+             if host in ("127.0.0.1", "localhost", "::1") else "")
     return [
         "",
         f"*This notebook is the page [`{page_uri}`]({PurePosixPath(page_uri).name}) "
@@ -215,7 +221,8 @@ def _intro(page_uri, text):
         "from it when the site was built: its code cells are the page's code, in "
         "order, and the outputs stored under them are the ones the page shows. "
         "It needs kerasseq installed (`pip install -e .` in a checkout of the "
-        f"repository).{needs}*",
+        f"repository).{needs} Its links lead to the documentation site at "
+        f"<{site_url}>{where}.*",
         "",
     ]
 
@@ -345,7 +352,7 @@ def page_notebook(text, page_uri, files, site_url):
         return None
 
     title = 1 if marked and marked[0].startswith("# ") else 0
-    marked[title:title] = _intro(page_uri, text)
+    marked[title:title] = _intro(page_uri, text, site_url)
     notebook = jupytext.reads("\n".join(marked) + "\n", fmt=JUPYTEXT_FORMAT)
 
     merged = []
