@@ -21,6 +21,9 @@ site in a window 1280 px wide (about 40 pages, 40-80 s) and checks:
   short, e.g. at a `<` it takes for an HTML tag, is reported);
 - the `keras.utils.plot_model` pictures (`*_graph.png`) are shown at a scale
   that draws their text at least 10 px high;
+- every table fits the text column: none is wider than the box that would
+  scroll it sideways, so no column (the test scores sit in the last ones)
+  is hidden (docs/stylesheets/tables.css);
 - on pages with Bengali text, the site's own Bengali font was loaded
   (`document.fonts`), and the local server served its file;
 - nothing left the machine: Chromium resolves no host name but 127.0.0.1
@@ -126,6 +129,16 @@ STATE_JS = r"""
       src: img.getAttribute("src"),
       scale: img.naturalWidth ? img.getBoundingClientRect().width / img.naturalWidth : 0,
     })),
+    wide_tables: [...article.querySelectorAll("table")].map((table) => {
+      const box = table.closest(".md-typeset__scrollwrap") || table.parentElement;
+      const right = box.getBoundingClientRect().right;
+      return {
+        headers: [...table.querySelectorAll("th")].map((th) => th.textContent.trim()),
+        hidden: [...table.querySelectorAll("th")].filter((th) =>
+          th.getBoundingClientRect().right > right + 1).map((th) => th.textContent.trim()),
+        width: Math.round(table.scrollWidth), room: Math.round(box.clientWidth),
+      };
+    }).filter((table) => table.width > table.room + 1),
   };
 })()
 """
@@ -485,6 +498,9 @@ def _unreadable(state, expected):
         if cut:
             problems.append(f"{name}: {', '.join(map(repr, cut))} not drawn whole; the labels drawn are "
                             + ", ".join(repr(label["text"]) for label in labels))
+    for table in state["wide_tables"]:
+        problems.append(f"the table with the columns {table['headers']} is {table['width']} px wide "
+                        f"in {table['room']} px: {table['hidden']} are hidden behind a scroll")
     for graph in state["graphs"]:
         if graph["scale"] * PLOT_MODEL_TEXT_PX < MIN_TEXT_PX:
             problems.append(f"{graph['src']} is shown at {graph['scale']:.2f} of its size: its "
@@ -619,7 +635,7 @@ def test_the_readability_checks_catch_raw_tex_and_cut_labels():
               '    dec -- "s<sub>t-1</sub> (query)" --> att\n')
     assert _source_labels(source) == ["Dense \u2192 softmax<br/>P(y<sub>t</sub> | y<sub><t</sub>, x)",
                                       "s<sub>t-1</sub> (query)"]
-    state = {"tex": [], "graphs": [], "labels": [[
+    state = {"tex": [], "graphs": [], "wide_tables": [], "labels": [[
         {"text": "Dense \u2192 softmaxP(yt | y", "px": 13.6}, {"text": "st-1 (query)", "px": 6.2}]]}
     small, cut = _unreadable(state, (0, 1, False, [source]))
     assert "1 of 2 labels drawn under 10 px" in small and "6.2 px: 'st-1 (query)'" in small
@@ -632,6 +648,14 @@ def test_the_readability_checks_catch_raw_tex_and_cut_labels():
 
     sequence = "sequenceDiagram\n    participant S as search<br/>(greedy)\n    S->>M: encode(ids)\n"
     assert _source_labels(sequence) == ["search<br/>(greedy)", " encode(ids)"]
-    graph = {"tex": [], "labels": [], "graphs": [{"src": "images/a_graph.png", "scale": 0.34}]}
+    graph = {"tex": [], "labels": [], "wide_tables": [],
+             "graphs": [{"src": "images/a_graph.png", "scale": 0.34}]}
     assert _unreadable(graph, (0, 0, False, [])) == [
         "images/a_graph.png is shown at 0.34 of its size: its 14 px text is drawn 4.8 px high"]
+    # results.md's test scores as the theme alone drew them at 1280 px.
+    table = {"tex": [], "labels": [], "graphs": [], "wide_tables": [{
+        "headers": ["model", "test BLEU beam 4"], "hidden": ["test BLEU beam 4"],
+        "width": 1128, "room": 720}]}
+    assert _unreadable(table, (0, 0, False, [])) == [
+        "the table with the columns ['model', 'test BLEU beam 4'] is 1128 px wide in 720 px: "
+        "['test BLEU beam 4'] are hidden behind a scroll"]
