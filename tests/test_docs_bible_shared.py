@@ -50,7 +50,8 @@ def test_scores_are_the_run_s():
     assert run["length_penalty"] == 1.0 and run["averaged"] is True
     assert f"{run['steps']:,} optimizer steps, scored **{run['test_bleu_beam']:.2f} test BLEU" \
         in tutorial
-    assert f"({run['test_bleu_greedy']:.2f} greedy, chrF {run['test_chrf_beam']:.2f})" in tutorial
+    assert (f"(chrF {run['test_chrf_beam']:.2f}; greedy {run['test_bleu_greedy']:.2f} BLEU, "
+            f"chrF {run['test_chrf_greedy']:.2f})") in tutorial
     for text in (tutorial, page):  # the steps that repeat the run on another machine
         assert f"--max-steps {run['steps']}" in text
 
