@@ -5,12 +5,10 @@ import keras
 import numpy as np
 import pytest
 
-from kerasseq.layers.multi_head_attention import (
-    MultiHeadAttention,
-    resolve_key_dim,
-    scaled_dot_product_attention,
-)
+from kerasseq.layers.base_attention import resolve_key_dim
+from kerasseq.layers.multi_head_attention import MultiHeadAttention
 from tests.helpers import check_layer
+from tests.layers.references import scaled_dot_product_attention
 
 
 def _numpy_attention(query, key, value, mask=None):
