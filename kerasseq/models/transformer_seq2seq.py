@@ -92,9 +92,11 @@ class TransformerSeq2Seq(Seq2SeqModel):
       coverage penalty of `beam_search`).
 
     `decode_step(token_ids, state, step)` embeds one token at position `step`,
-    runs every block's `call_step` (which writes position `step` into that
-    block's self-attention cache and attends over positions `<= step`; the
-    prefix is never re-run) and returns float32 logits
+    runs every block's sublayers step by step, as the block's `call_step`
+    does (the causal self-attention writes position `step` into that block's
+    self-attention cache and attends over positions `<= step`; the prefix is
+    never re-run; the cross-attention of the hypotheses that share a source
+    reads its one cache, `_shared_source_cross_attention`) and returns float32 logits
     `(batch_size, target_vocab_size)`. Its logits equal the teacher-forced
     call at every real (non-padding) target position.
 
