@@ -228,8 +228,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         return output, (key_cache, value_cache), weights
 
     # --------------------------------------------------------------- bookkeeping
-    def compute_output_spec(self, query, value, key=None, return_attention_scores=False,
-                            **kwargs):
+    def compute_output_spec(self, query, value, key=None, attention_mask=None,
+                            return_attention_scores=False, **kwargs):
         output = keras.KerasTensor(self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape), self.compute_dtype)
         if not return_attention_scores:

@@ -234,3 +234,13 @@ def test_mixed_precision_matches_float32():
 def test_inputs_must_be_sequences():
     with pytest.raises(ValueError, match=r"query must be \(batch_size, length, width\)"):
         MultiHeadAttention(num_heads=1, key_dim=4)(np.ones((1, 2, 3, 4)), np.ones((1, 2, 3, 4)))
+
+
+def test_symbolic_call_gives_cross_attention_shapes():
+    """The explicit output spec: scores `(batch_size, num_heads, target_length, source_length)`."""
+    query, value = keras.Input((3, 8)), keras.Input((5, 6))
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    output, scores = layer(query, value, return_attention_scores=True)
+    assert tuple(output.shape) == (None, 3, 8) and tuple(scores.shape) == (None, 2, 3, 5)
+    output = MultiHeadAttention(num_heads=2, key_dim=4, output_dim=7)(query, value)
+    assert tuple(output.shape) == (None, 3, 7)
