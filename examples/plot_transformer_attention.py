@@ -6,7 +6,7 @@
 Writes two PNGs to `--output-dir`:
 
 * `causal_mask.png` (docs/components/causal_self_attention.md): the four-token
-  example of that page, computed with `scaled_dot_product_attention` and
+  example of that page, computed with `attention_weights` (the masked softmax) and
   `causal_attention_mask`: the weights without a mask, the mask, and the
   weights with it.
 * `cross_attention_svo_sov.png` (docs/components/cross_attention.md): a
@@ -37,7 +37,6 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from kerasseq.data import TextTokenizer, make_dataset  # noqa: E402
 from kerasseq.layers.causal_self_attention import causal_attention_mask  # noqa: E402
-from kerasseq.layers.multi_head_attention import scaled_dot_product_attention  # noqa: E402
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
 from kerasseq.plotting import plot_attention, plot_cross_attention_heads, save_figure  # noqa: E402
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, MaskedTokenAccuracy  # noqa: E402
@@ -53,6 +52,13 @@ SOURCE_POSITION_OF_OUTPUT = (0, 2, 1)  # S O V reads source words S, O, V
 
 
 # ----------------------------------------------------------------- causal mask
+def attention_weights(x, mask=None):
+    """softmax(x xᵀ / √d_k) over the keys (Q = K = x), masked keys at weight 0:
+    the masked softmax of `kerasseq.layers.MultiHeadAttention`, in float32."""
+    scores = x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])
+    return keras.layers.Softmax(dtype="float32")(scores, mask=mask)
+
+
 def causal_mask_figure():
     """Three panels of the causal self-attention page's example (Q = K = V = x).
 
@@ -63,8 +69,8 @@ def causal_mask_figure():
     x = np.array([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0]]]], "float32")
     # (batch_size=1, num_heads=1, target_length=4, key_dim=2)
     mask = causal_attention_mask(4, 4)[None]  # (1, 1, 4, 4)
-    _, unmasked = scaled_dot_product_attention(x, x, x)
-    _, masked = scaled_dot_product_attention(x, x, x, mask=mask)
+    unmasked = attention_weights(x)
+    masked = attention_weights(x, mask=mask)
     visible = np.asarray(mask)[0, 0]  # (4, 4) bool
     positions = [f"x{i}" for i in range(4)]
     figure = Figure(figsize=(10.5, 3.4), layout="constrained")

@@ -9,10 +9,7 @@ from kerasseq.layers.global_self_attention import GlobalSelfAttention
 from kerasseq.layers.gru_decoder import GRUDecoder
 from kerasseq.layers.lstm_encoder import LSTMEncoder
 from kerasseq.layers.luong_attention import LuongAttention
-from kerasseq.layers.multi_head_attention import (
-    MultiHeadAttention,
-    scaled_dot_product_attention,
-)
+from kerasseq.layers.multi_head_attention import MultiHeadAttention
 from kerasseq.layers.output_projection import OutputProjection
 from kerasseq.layers.positional_embedding import (
     PositionalEmbedding,
@@ -39,5 +36,4 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "positional_encoding",
-    "scaled_dot_product_attention",
 ]

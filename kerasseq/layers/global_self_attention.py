@@ -2,10 +2,8 @@
 
 import keras
 
-from kerasseq.layers.multi_head_attention import (
-    BaseAttention,
-    padding_to_attention_mask,
-)
+from kerasseq.layers.base_attention import BaseAttention
+from kerasseq.layers.multi_head_attention import padding_to_attention_mask
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -47,8 +45,11 @@ class GlobalSelfAttention(BaseAttention):
 
     def call(self, x, encoder_padding_mask=None, return_attention_scores=False,
              training=None, mask=None):
-        encoder_padding_mask = mask if encoder_padding_mask is None else encoder_padding_mask
-        attention_mask = padding_to_attention_mask(encoder_padding_mask)
-        # (batch_size, 1, source_length)
-        outputs, attention_scores = self._attend_add_and_norm(x, attention_mask, training)
-        return (outputs, attention_scores) if return_attention_scores else outputs
+        padding_mask = mask if encoder_padding_mask is None else encoder_padding_mask
+        attention_mask = padding_to_attention_mask(padding_mask)  # (batch_size, 1, source_length)
+        h = self.layer_norm(x) if self.norm_first else x  # pre-norm: LN(x) into the attention
+        attention, scores = self.attention(h, h, attention_mask=attention_mask,
+                                           return_attention_scores=True, training=training)
+        y = x + self.dropout_layer(attention, training=training)  # residual
+        y = y if self.norm_first else self.layer_norm(y)  # post-norm: LN(x + Dropout(MHA(x)))
+        return (y, scores) if return_attention_scores else y

@@ -2,41 +2,42 @@
 
 import keras
 
-from kerasseq.layers._transformer_block import TransformerBlock
+from kerasseq.layers.base_attention import resolve_key_dim
 from kerasseq.layers.causal_self_attention import CausalSelfAttention
 from kerasseq.layers.cross_attention import CrossAttention
+from kerasseq.layers.feed_forward import FeedForward
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class TransformerDecoderBlock(TransformerBlock):
+class TransformerDecoderBlock(keras.layers.Layer):
     """Transformer decoder block: masked self-attention, cross-attention, feed-forward.
 
     Post-norm (Vaswani et al., 2017, "Attention Is All You Need", section 3.1):
 
-        z1 = LayerNorm(x  + MaskedMultiHead(x, x, x))
-        z2 = LayerNorm(z1 + MultiHead(z1, c, c))          # c: encoder outputs
-        y  = LayerNorm(z2 + FFN(z2))
+        z1 = LayerNorm(x  + Dropout(MaskedMultiHead(x, x, x)))
+        z2 = LayerNorm(z1 + Dropout(MultiHead(z1, c, c)))          # c: encoder outputs
+        y  = LayerNorm(z2 + Dropout(FFN(z2)))
 
-    with dropout on each sublayer output; `norm_first=True` gives pre-norm.
-    Weights map one-to-one onto `keras_hub.layers.TransformerDecoder`
+    `norm_first=True` gives pre-norm, `z1 = x + Dropout(MaskedMultiHead(LN(x)))`
+    and so on. Weights map one-to-one onto `keras_hub.layers.TransformerDecoder`
     (`normalize_first=norm_first`).
 
     Two ways to run it:
 
     - training / teacher forcing: `block(x, context, ...)` on whole sequences;
-    - incremental decoding with key/value caches: `build_cache(batch_size,
-      max_length, context)` once per sentence, then `call_step` per position.
-      The cache is `(self_cache, cross_cache)`: `self_cache = (key_cache,
-      value_cache)`, each `(batch_size, max_length, num_heads, key_dim)`,
-      zeros filled one row per step; `cross_cache` the projected encoder
-      outputs, each `(batch_size, source_length, num_heads, key_dim)`
-      (`None` for a decoder-only block), with `key_dim = d_model //
-      num_heads`. `call_step` gives the same outputs as the full call at
-      every position.
+    - incremental decoding with key/value caches: `build_cache(batch_size=...,
+      max_length=..., context=...)` once per sentence, then `call_step` per
+      position. The cache is `(self_cache, cross_cache)`: `self_cache =
+      (key_cache, value_cache)`, each `(batch_size, max_length, num_heads,
+      key_dim)`, zeros filled one position per step; `cross_cache` the
+      projected encoder outputs, each `(batch_size, source_length,
+      num_heads, key_dim)` (`None` for a decoder-only block), with `key_dim =
+      d_model // num_heads`. `call_step` gives the same outputs as the full
+      call at every position.
 
     Args:
         d_model, num_heads, dff, dropout, norm_first, layer_norm_epsilon,
-            **kwargs: as `TransformerBlock` (`dff`: the feed-forward width).
+            **kwargs: as `TransformerEncoderBlock`.
 
     Call arguments:
         x: target embeddings `(batch_size, target_length, d_model)`.
@@ -68,11 +69,20 @@ class TransformerDecoderBlock(TransformerBlock):
     (2, 5, 16)
     """
 
-    def _create_attention_sublayers(self, **sublayer_args):
+    def __init__(self, d_model, num_heads, dff, dropout=0.0, norm_first=False,
+                 layer_norm_epsilon=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        self.d_model, self.num_heads, self.dff, self.dropout = d_model, num_heads, dff, dropout
+        self.key_dim = resolve_key_dim(d_model, num_heads)
+        self.norm_first, self.layer_norm_epsilon = norm_first, layer_norm_epsilon
+        self.supports_masking = True
+        sublayer_args = dict(d_model=d_model, dropout=dropout, norm_first=norm_first,
+                             layer_norm_epsilon=layer_norm_epsilon, dtype=self.dtype_policy)
         self.causal_self_attention = CausalSelfAttention(
-            name="causal_self_attention", **sublayer_args
-        )
-        self.cross_attention = CrossAttention(name="cross_attention", **sublayer_args)
+            num_heads=num_heads, name="causal_self_attention", **sublayer_args)
+        self.cross_attention = CrossAttention(num_heads=num_heads, name="cross_attention",
+                                              **sublayer_args)
+        self.feed_forward = FeedForward(dff=dff, name="feed_forward", **sublayer_args)
 
     def build(self, x_shape, context_shape=None):
         self.causal_self_attention.build(x_shape)
@@ -82,61 +92,26 @@ class TransformerDecoderBlock(TransformerBlock):
         if not self.decoder_only:
             self.cross_attention.build(x_shape, context_shape)
         self.feed_forward.build(x_shape)
-        self.built = True
 
-    def _check_context(self, context, where):
-        if context is None and not getattr(self, "decoder_only", True):
-            raise ValueError(
-                f"TransformerDecoderBlock '{self.name}' was built with cross-attention "
-                f"(an encoder's `context`) but {where} got none. Pass the encoder "
-                "outputs, or use a block built without `context` (decoder-only)."
-            )
-        if context is not None and getattr(self, "decoder_only", False):
-            raise ValueError(
-                f"TransformerDecoderBlock '{self.name}' was built decoder-only (first "
-                "called without `context`): it has no cross-attention to cache or to "
-                f"weigh, but {where} got a `context`. Build a new block for "
-                "encoder-decoder use."
-            )
-
-    def call(
-        self,
-        x,
-        context=None,
-        decoder_padding_mask=None,
-        encoder_padding_mask=None,
-        return_attention_scores=False,
-        training=None,
-        x_mask=None,
-        context_mask=None,
-    ):
+    def call(self, x, context=None, decoder_padding_mask=None, encoder_padding_mask=None,
+             return_attention_scores=False, training=None, x_mask=None, context_mask=None):
         decoder_padding_mask = x_mask if decoder_padding_mask is None else decoder_padding_mask
-        encoder_padding_mask = (
-            context_mask if encoder_padding_mask is None else encoder_padding_mask
-        )
-        self._check_context(context, "call()")
-        x = self.causal_self_attention(
-            x, decoder_padding_mask=decoder_padding_mask, training=training
-        )
-        if context is None:
-            if return_attention_scores:
-                raise ValueError(
-                    "return_attention_scores=True returns cross-attention weights; a "
-                    "decoder-only block (no `context`) has none."
-                )
-            scores = None
-        else:
-            x, scores = self.cross_attention(
-                x,
-                context,
-                encoder_padding_mask=encoder_padding_mask,
-                return_attention_scores=True,
-                training=training,
-            )
-        x = self.feed_forward(x, training=training)
-        return (x, scores) if return_attention_scores else x
+        encoder_padding_mask = context_mask if encoder_padding_mask is None else encoder_padding_mask
+        self._check_context(context, "call()", return_attention_scores)
+        # z1 = LN(x + Dropout(MaskedMHA(x)))            pre-norm: x + Dropout(MaskedMHA(LN(x)))
+        z1 = self.causal_self_attention(x, decoder_padding_mask=decoder_padding_mask,
+                                        training=training)
+        z2, scores = z1, None  # decoder-only: no cross-attention
+        if context is not None:
+            # z2 = LN(z1 + Dropout(MHA(z1, c, c)))      pre-norm: z1 + Dropout(MHA(LN(z1), c, c))
+            z2, scores = self.cross_attention(z1, context, encoder_padding_mask=encoder_padding_mask,
+                                              return_attention_scores=True, training=training)
+        # y = LN(z2 + Dropout(FFN(z2)))                 pre-norm: z2 + Dropout(FFN(LN(z2)))
+        y = self.feed_forward(z2, training=training)
+        return (y, scores) if return_attention_scores else y
 
-    def build_cache(self, batch_size, max_length, context=None):
+    # ------------------------------------------------------ incremental decoding
+    def build_cache(self, batch_size=None, max_length=None, context=None):
         """The caches of one sentence batch: `(self_cache, cross_cache)`.
 
         Args:
@@ -153,19 +128,13 @@ class TransformerDecoderBlock(TransformerBlock):
             key_dim)`, or `None` without `context`.
         """
         self._check_context(context, "build_cache()")
-        self_cache = self.causal_self_attention.build_cache(batch_size, max_length)
-        cross_cache = None if context is None else self.cross_attention.build_cache(context)
+        self_cache = self.causal_self_attention.build_cache(batch_size=batch_size,
+                                                            max_length=max_length)
+        cross_cache = None if context is None else self.cross_attention.build_cache(
+            context=context)
         return self_cache, cross_cache
 
-    def call_step(
-        self,
-        x_step,
-        step_index,
-        cache,
-        *,
-        encoder_padding_mask=None,
-        training=False,
-    ):
+    def call_step(self, x_step, step_index, cache, *, encoder_padding_mask=None, training=False):
         """Decodes the position(s) starting at `step_index` with the key/value caches.
 
         The `call_step` of every attention layer and block of kerasseq
@@ -190,17 +159,47 @@ class TransformerDecoderBlock(TransformerBlock):
         """
         self_cache, cross_cache = cache
         self._check_context(cross_cache, "call_step()")
-        x, self_cache, _ = self.causal_self_attention.call_step(
-            x_step, step_index, self_cache, training=training
-        )
-        scores = None
+        z1, self_cache, _ = self.causal_self_attention.call_step(
+            x_step, step_index, self_cache, training=training)
+        z2, scores = z1, None
         if cross_cache is not None:
-            x, cross_cache, scores = self.cross_attention.call_step(
-                x, None, cross_cache, encoder_padding_mask=encoder_padding_mask,
-                training=training,
-            )
-        return self.feed_forward(x, training=training), (self_cache, cross_cache), scores
+            z2, cross_cache, scores = self.cross_attention.call_step(
+                z1, None, cross_cache, encoder_padding_mask=encoder_padding_mask,
+                training=training)
+        return self.feed_forward(z2, training=training), (self_cache, cross_cache), scores
 
-    def compute_output_spec(self, *args, **kwargs):
-        # The number of outputs depends on call arguments: trace call().
-        return keras.Operation.compute_output_spec(self, *args, **kwargs)
+    # --------------------------------------------------------------- bookkeeping
+    def _check_context(self, context, where, return_attention_scores=False):
+        if context is None and not getattr(self, "decoder_only", True):
+            raise ValueError(
+                f"TransformerDecoderBlock '{self.name}' was built with cross-attention "
+                f"(an encoder's `context`) but {where} got none. Pass the encoder "
+                "outputs, or use a block built without `context` (decoder-only).")
+        if context is not None and getattr(self, "decoder_only", False):
+            raise ValueError(
+                f"TransformerDecoderBlock '{self.name}' was built decoder-only (first "
+                "called without `context`): it has no cross-attention to cache or to "
+                f"weigh, but {where} got a `context`. Build a new block for "
+                "encoder-decoder use.")
+        if context is None and return_attention_scores:
+            raise ValueError("return_attention_scores=True returns cross-attention weights; a "
+                             "decoder-only block (no `context`) has none.")
+
+    def compute_output_shape(self, x_shape, *args, **kwargs):
+        return tuple(x_shape)
+
+    def compute_output_spec(self, x, context=None, *args, return_attention_scores=False,
+                            **kwargs):
+        self._check_context(context, "call()", return_attention_scores)
+        outputs = keras.KerasTensor(x.shape, self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        scores_shape = (x.shape[0], self.num_heads, x.shape[1], context.shape[1])
+        return outputs, keras.KerasTensor(scores_shape, self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_model=self.d_model, num_heads=self.num_heads, dff=self.dff,
+                      dropout=self.dropout, norm_first=self.norm_first,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+        return config

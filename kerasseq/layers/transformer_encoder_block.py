@@ -2,12 +2,13 @@
 
 import keras
 
-from kerasseq.layers._transformer_block import TransformerBlock
+from kerasseq.layers.base_attention import resolve_key_dim
+from kerasseq.layers.feed_forward import FeedForward
 from kerasseq.layers.global_self_attention import GlobalSelfAttention
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
-class TransformerEncoderBlock(TransformerBlock):
+class TransformerEncoderBlock(keras.layers.Layer):
     """Transformer encoder block: global self-attention, then a feed-forward network.
 
     Post-norm (Vaswani et al., 2017, "Attention Is All You Need", section 3.1):
@@ -17,8 +18,13 @@ class TransformerEncoderBlock(TransformerBlock):
     Weights map one-to-one onto `keras_hub.layers.TransformerEncoder`.
 
     Args:
-        d_model, num_heads, dff, dropout, norm_first, layer_norm_epsilon,
-            **kwargs: as `TransformerBlock` (`dff`: the feed-forward width).
+        d_model: model width, the last dimension of `x` and of the output.
+        num_heads: number of attention heads (`d_model` must be divisible by it).
+        dff: width of the feed-forward hidden layer.
+        dropout: dropout rate used throughout the block.
+        norm_first: pre-norm if True, post-norm (the paper) if False.
+        layer_norm_epsilon: epsilon of the LayerNormalizations.
+        **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
         x: `(batch_size, source_length, d_model)`.
@@ -40,17 +46,36 @@ class TransformerEncoderBlock(TransformerBlock):
     (2, 6, 16)
     """
 
-    def _create_attention_sublayers(self, **sublayer_args):
-        self.self_attention = GlobalSelfAttention(name="self_attention", **sublayer_args)
+    def __init__(self, d_model, num_heads, dff, dropout=0.0, norm_first=False,
+                 layer_norm_epsilon=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        self.d_model, self.num_heads, self.dff, self.dropout = d_model, num_heads, dff, dropout
+        self.key_dim = resolve_key_dim(d_model, num_heads)
+        self.norm_first, self.layer_norm_epsilon = norm_first, layer_norm_epsilon
+        self.supports_masking = True
+        sublayer_args = dict(d_model=d_model, dropout=dropout, norm_first=norm_first,
+                             layer_norm_epsilon=layer_norm_epsilon, dtype=self.dtype_policy)
+        self.self_attention = GlobalSelfAttention(num_heads=num_heads, name="self_attention",
+                                                  **sublayer_args)
+        self.feed_forward = FeedForward(dff=dff, name="feed_forward", **sublayer_args)
 
     def build(self, x_shape):
         self.self_attention.build(x_shape)
         self.feed_forward.build(x_shape)
-        self.built = True
 
     def call(self, x, encoder_padding_mask=None, training=None, mask=None):
-        encoder_padding_mask = mask if encoder_padding_mask is None else encoder_padding_mask
-        x = self.self_attention(
-            x, encoder_padding_mask=encoder_padding_mask, training=training
-        )
-        return self.feed_forward(x, training=training)
+        padding_mask = mask if encoder_padding_mask is None else encoder_padding_mask
+        # post-norm z = LN(x + Dropout(MHA(x))); pre-norm z = x + Dropout(MHA(LN(x)))
+        z = self.self_attention(x, encoder_padding_mask=padding_mask, training=training)
+        # post-norm y = LN(z + Dropout(FFN(z))); pre-norm y = z + Dropout(FFN(LN(z)))
+        return self.feed_forward(z, training=training)
+
+    def compute_output_shape(self, x_shape):
+        return tuple(x_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_model=self.d_model, num_heads=self.num_heads, dff=self.dff,
+                      dropout=self.dropout, norm_first=self.norm_first,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+        return config

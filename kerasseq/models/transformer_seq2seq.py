@@ -92,9 +92,11 @@ class TransformerSeq2Seq(Seq2SeqModel):
       coverage penalty of `beam_search`).
 
     `decode_step(token_ids, state, step)` embeds one token at position `step`,
-    runs every block's `call_step` (which writes position `step` into that
-    block's self-attention cache and attends over positions `<= step`; the
-    prefix is never re-run) and returns float32 logits
+    runs every block's sublayers step by step, as the block's `call_step`
+    does (the causal self-attention writes position `step` into that block's
+    self-attention cache and attends over positions `<= step`; the prefix is
+    never re-run; the cross-attention of the hypotheses that share a source
+    reads its one cache, `_shared_source_cross_attention`) and returns float32 logits
     `(batch_size, target_vocab_size)`. Its logits equal the teacher-forced
     call at every real (non-padding) target position.
 
@@ -283,7 +285,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
         state = {SOURCE_MASK: source_mask}
         for i, block in enumerate(self.decoder_blocks):
             (self_key, self_value), (cross_key, cross_value) = block.build_cache(
-                batch_size, int(max_length), encoder_outputs)
+                batch_size=batch_size, max_length=int(max_length), context=encoder_outputs)
             # self: each (batch_size, max_length, num_heads, key_dim);
             # cross: each (batch_size, source_length, num_heads, key_dim)
             state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)] = cross_key, cross_value
@@ -298,8 +300,8 @@ class TransformerSeq2Seq(Seq2SeqModel):
         The cross-attention keys/values of every decoder layer: beam search
         (`kerasseq.decoding.beam_search(shared_state=...)`, which the
         `kerasseq.Translator` passes) keeps one copy per source instead of
-        one per beam, and `CrossAttention.call_step` attends a source's
-        hypotheses together against it.
+        one per beam, and `decode_step` attends a source's hypotheses
+        together against it (`_shared_source_cross_attention`).
         """
         return tuple(key.format(i) for i in range(len(self.decoder_blocks))
                      for key in (CROSS_KEY, CROSS_VALUE))
@@ -310,10 +312,13 @@ class TransformerSeq2Seq(Seq2SeqModel):
         new_state = dict(state)
         weights = 0.0
         for i, block in enumerate(self.decoder_blocks):
-            cache = ((state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)]),
-                     (state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)]))
-            x, (self_cache, _), scores = block.call_step(
-                x, step, cache, encoder_padding_mask=state[SOURCE_MASK], training=False)
+            # The block's call_step, with the cross-attention of hypotheses sharing a cache.
+            self_cache = (state[SELF_KEY.format(i)], state[SELF_VALUE.format(i)])
+            cross_cache = (state[CROSS_KEY.format(i)], state[CROSS_VALUE.format(i)])
+            x, self_cache, _ = block.causal_self_attention.call_step(x, step, self_cache)
+            x, scores = _shared_source_cross_attention(block.cross_attention, x, cross_cache,
+                                                       state[SOURCE_MASK])
+            x = block.feed_forward(x, training=False)
             # x (batch_size, 1, d_model); scores (batch_size, num_heads, 1, source_length)
             new_state[SELF_KEY.format(i)], new_state[SELF_VALUE.format(i)] = self_cache
             weights = weights + ops.mean(ops.cast(scores[:, :, 0, :], "float32"), axis=1)
@@ -375,6 +380,42 @@ class TransformerSeq2Seq(Seq2SeqModel):
         """Head-averaged last-layer cross-attention `(batch_size, target_length, source_length)`
         (the same shape as `RNNSeq2Seq.teacher_forced_attention`, for the plotting helpers)."""
         return ops.mean(self.cross_attention_weights(source_ids, target_in_ids), axis=1)
+
+
+def _shared_source_cross_attention(cross_attention, x, cache, source_mask):
+    """`CrossAttention.call_step` of hypotheses that share their source's cache.
+
+    The cache may have fewer rows than `x`: `batch_size = source_rows * group`,
+    the `group` adjacent rows of `x` decoding the same source (the hypotheses
+    of a beam search, `kerasseq.decoding.beam_search(shared_state=...)`). The
+    queries of a group attend together, as one query sequence of `group`
+    positions against their source's keys: cross-attention has no causal
+    mask, so every position's result is the same as with keys tiled to
+    `batch_size` rows, without reading `group` copies of them. With
+    `group = 1` this is the plain step.
+
+    Args:
+        cross_attention: a decoder block's `CrossAttention`.
+        x: `(batch_size, 1, d_model)`.
+        cache: `(key_cache, value_cache)`, each `(source_rows, source_length,
+            num_heads, key_dim)`, `source_rows` dividing `batch_size`.
+        source_mask: bool `(batch_size, source_length)` or `(source_rows,
+            source_length)`.
+
+    Returns:
+        `(outputs, scores)`: `(batch_size, 1, d_model)` and `(batch_size,
+        num_heads, 1, source_length)`.
+    """
+    rows, d_model = ops.shape(x)[0], ops.shape(x)[2]
+    source_rows, source_length = ops.shape(cache[0])[0], ops.shape(cache[0])[1]
+    queries = ops.reshape(x, (source_rows, -1, d_model))  # (source_rows, group, d_model)
+    source_mask = ops.reshape(source_mask, (source_rows, -1, source_length))[:, 0]
+    # (source_rows, source_length): the rows of a group share their source
+    outputs, _, scores = cross_attention.call_step(queries, None, cache,
+                                                   encoder_padding_mask=source_mask)
+    # scores (source_rows, num_heads, group, source_length)
+    scores = ops.reshape(ops.transpose(scores, (0, 2, 1, 3)), (rows, -1, 1, source_length))
+    return ops.reshape(outputs, (rows, 1, d_model)), scores
 
 
 def _check_arguments(source_vocab_size, target_vocab_size, num_layers, d_model, num_heads,

@@ -1,11 +1,42 @@
-"""What the attention and Transformer block tests share: a padded input batch,
-a NumPy LayerNorm, `check_layer` on that batch, and the weight copy into the
-keras-hub Transformer layers the blocks are compared with."""
+"""What the attention and Transformer block tests share: the reference
+`scaled_dot_product_attention`, a padded input batch, a NumPy LayerNorm,
+`check_layer` on that batch, and the weight copy into the keras-hub
+Transformer layers the blocks are compared with."""
+
+import math
 
 import keras
 import numpy as np
+from keras import ops
 
 from tests.helpers import check_layer
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    """Scaled dot-product attention, `softmax(Q K^T / sqrt(d_k)) V`, on heads.
+
+    Equation (1) of Vaswani et al., 2017, in plain `keras.ops`, the reference
+    the tests hold `MultiHeadAttention` to. The softmax is computed in float32
+    (`keras.layers.Softmax(dtype="float32")`, which gives masked keys zero
+    weight and a fully masked row all zeros, never NaN) and cast back to the
+    dtype of `query`.
+
+    Args:
+        query: `(batch_size, num_heads, target_length, key_dim)`.
+        key: `(batch_size, num_heads, source_length, key_dim)`.
+        value: `(batch_size, num_heads, source_length, value_dim)`.
+        mask: optional boolean broadcastable to `(batch_size, num_heads,
+            target_length, source_length)`; True = may attend.
+
+    Returns:
+        `(output, weights)`: `(batch_size, num_heads, target_length,
+        value_dim)` and `(batch_size, num_heads, target_length, source_length)`.
+    """
+    scale = 1.0 / math.sqrt(float(ops.shape(query)[-1]))
+    scores = ops.matmul(ops.cast(query, "float32"), ops.swapaxes(ops.cast(key, "float32"), -1, -2))
+    weights = keras.layers.Softmax(dtype="float32")(scores * scale, mask=mask)
+    weights = ops.cast(weights, query.dtype)
+    return ops.matmul(weights, ops.cast(value, weights.dtype)), weights
 
 
 def padded_inputs(rng):

@@ -29,7 +29,6 @@ SOURCE_MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
 
 
 def test_one_masked_softmax():
-    assert multi_head_attention.masked_softmax is _attention_math.masked_softmax
     weights = keras.ops.convert_to_numpy(_attention_math.masked_softmax(
         np.ones((2, 3), "float16"), np.array([[1, 0, 1], [0, 0, 0]], bool)))
     assert weights.dtype == np.float32
@@ -52,7 +51,7 @@ def test_multi_head_attention_is_keras_with_keras_weight_layout():
 def test_call_step_has_one_signature_and_one_return_shape():
     block = TransformerDecoderBlock(d_model=8, num_heads=2, dff=16)
     block(X, CONTEXT)
-    cache = block.build_cache(2, 6, CONTEXT)
+    cache = block.build_cache(batch_size=2, max_length=6, context=CONTEXT)
     outputs = block.call_step(X[:, :1], 0, cache, encoder_padding_mask=SOURCE_MASK)
     assert len(outputs) == 3 and len(outputs[1]) == 2
     causal = block.causal_self_attention
@@ -70,6 +69,40 @@ def test_call_step_has_one_signature_and_one_return_shape():
         cross.call_step(X[:, :1], 0, cache[1])
     with pytest.raises(ValueError, match="step_index=None"):
         causal.call_step(X[:, :1], None, cache[0])
+
+
+def test_multi_head_attention_softmax_is_keras_masked_softmax_in_float32():
+    layer = multi_head_attention.MultiHeadAttention(num_heads=2, key_dim=4, dtype="mixed_float16")
+    assert isinstance(layer.softmax, keras.layers.Softmax) and layer.softmax.compute_dtype == "float32"
+
+
+def test_one_build_cache_signature():
+    signatures = {cls.__name__: str(inspect.signature(cls.build_cache)) for cls in (
+        MultiHeadAttention, CausalSelfAttention, CrossAttention, TransformerDecoderBlock)}
+    assert set(signatures.values()) == {"(self, batch_size=None, max_length=None, context=None)"}
+
+
+@pytest.mark.parametrize("cls, uses_context", [(GlobalSelfAttention, False),
+                                                (CausalSelfAttention, False),
+                                                (CrossAttention, True)])
+def test_attention_output_spec_under_mixed_float16(cls, uses_context):
+    """A float32 spec under `mixed_float16`: `compute_output_shape` of a
+    functional model on a new length, and the layer's own spec (issue 51)."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        inputs = [keras.Input((None, 8)) for _ in range(1 + uses_context)]
+        layer = cls(d_model=8, num_heads=2)
+        outputs, scores = layer(*inputs, return_attention_scores=True)
+        assert outputs.dtype == scores.dtype == "float16"
+        model = keras.Model(inputs, [outputs, scores])
+        shapes = [(2, 7, 8), (2, 3, 8)][: 1 + uses_context]
+        assert list(model.compute_output_shape(shapes)) == [(2, 7, 8),
+                                                            (2, 2, 7, 3 if uses_context else 7)]
+        specs = [keras.KerasTensor(shape, "float32") for shape in shapes]
+        assert tuple(layer.compute_output_spec(*specs).shape) == (2, 7, 8)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
 
 
 def test_one_name_per_mask():

@@ -6,6 +6,7 @@ import pytest
 
 from kerasseq.layers.cross_attention import CrossAttention
 from kerasseq.layers.positional_embedding import PositionalEmbedding
+from kerasseq.models.transformer_seq2seq import _shared_source_cross_attention
 from tests.helpers import check_layer
 from tests.layers.references import layer_norm
 
@@ -75,7 +76,7 @@ def test_call_step_with_precomputed_keys_and_values():
     full, full_scores = layer(
         x, context, encoder_padding_mask=context_mask, return_attention_scores=True
     )
-    cross_key, cross_value = layer.build_cache(context)
+    cross_key, cross_value = layer.build_cache(context=context)
     assert tuple(cross_key.shape) == (2, 5, 2, 4)
     for t in range(4):
         step, _, scores = layer.call_step(
@@ -87,12 +88,13 @@ def test_call_step_with_precomputed_keys_and_values():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_call_step_with_shared_keys_equals_tiled_keys(norm_first):
-    """Hypotheses of one source (adjacent rows) attend one untiled copy of its keys."""
+    """Hypotheses of one source (adjacent rows) attend one untiled copy of its keys
+    (`TransformerSeq2Seq.decode_step`'s `_shared_source_cross_attention`)."""
     rng = np.random.default_rng(7)
     x, context, context_mask = _inputs(rng)  # 2 sources
     layer = CrossAttention(d_model=8, num_heads=2, norm_first=norm_first)
     layer(x, context, encoder_padding_mask=context_mask)
-    cross_key, cross_value = layer.build_cache(context)  # (2, 5, 2, 4)
+    cross_key, cross_value = layer.build_cache(context=context)  # (2, 5, 2, 4)
     group = 3
     x_step = rng.normal(size=(2 * group, 1, 8)).astype("float32")  # 3 hypotheses per source
     tiled_mask = np.repeat(context_mask, group, axis=0)
@@ -101,9 +103,8 @@ def test_call_step_with_shared_keys_equals_tiled_keys(norm_first):
         encoder_padding_mask=tiled_mask,
     )
     for mask in (tiled_mask, context_mask):  # the mask may be tiled or not
-        shared, _, shared_scores = layer.call_step(
-            x_step, None, (cross_key, cross_value), encoder_padding_mask=mask
-        )
+        shared, shared_scores = _shared_source_cross_attention(
+            layer, x_step, (cross_key, cross_value), mask)
         np.testing.assert_allclose(shared, tiled, atol=1e-6)
         np.testing.assert_allclose(shared_scores, tiled_scores, atol=1e-6)
     assert tuple(shared_scores.shape) == (2 * group, 2, 1, 5)
@@ -118,3 +119,13 @@ def test_check_layer(norm_first):
         [x, context, context_mask],
         call_kwargs={"return_attention_scores": True},
     )
+
+
+def test_build_cache_takes_the_context_only():
+    x, context, _ = _inputs(np.random.default_rng(6))
+    layer = CrossAttention(d_model=8, num_heads=2)
+    layer(x, context)
+    with pytest.raises(ValueError, match="build_cache\\(context=encoder_outputs\\)"):
+        layer.build_cache(batch_size=2, max_length=4)
+    with pytest.raises(ValueError, match="step_index must be None"):
+        layer.call_step(x[:, :1], 0, layer.build_cache(context=context))
