@@ -1,3 +1,7 @@
+import json
+import os
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -7,6 +11,7 @@ from kerasseq.training import (
     MaskedTokenAccuracy,
     guided_alignment_loss,
 )
+from tests import processes
 
 Y_TRUE = np.array([[5, 6, 3, 0], [7, 3, 0, 0]], "int32")
 
@@ -268,3 +273,52 @@ def test_configs_saved_before_weights_keep_the_token_mean():
     assert MaskedSparseCategoricalCrossentropy.from_config(summed.get_config()).reduction == "sum"
     assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(
         MaskedSparseCategoricalCrossentropy())).reduction == "mean_with_sample_weight"
+
+
+REPLICAS_SCRIPT = r'''
+import json
+import os
+
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import numpy as np  # noqa: E402
+
+from kerasseq.training import MaskedSparseCategoricalCrossentropy  # noqa: E402
+
+# Replica 0 gets rows 0-1 (7 real tokens), replica 1 rows 2-3 (2).
+y = np.array([[5, 6, 7, 3], [8, 9, 3, 0], [3, 0, 0, 0], [3, 0, 0, 0]], "int32")
+logits = np.random.default_rng(0).normal(size=(4, 4, 11)).astype("float32")
+weights = {"none": None, "rows": np.array([1.0, 0.5, 2.0, 0.0], "float32"),
+           "tokens": np.random.default_rng(1).uniform(0, 2, (4, 4)).astype("float32")}
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+report = {}
+for reduction in ("mean_with_sample_weight", "sum_over_batch_size", "sum"):
+    loss = MaskedSparseCategoricalCrossentropy(reduction=reduction)
+    for name, weight in weights.items():
+        def shard(context, weight=weight):
+            rows = slice(2 * context.replica_id_in_sync_group, 2 * context.replica_id_in_sync_group + 2)
+            return y[rows], logits[rows], None if weight is None else weight[rows]
+
+        per_replica = strategy.run(tf.function(loss.__call__),
+                                   args=strategy.experimental_distribute_values_from_function(shard))
+        report[f"{reduction} {name}"] = [float(loss(y, logits, sample_weight=weight)),
+                                         float(strategy.reduce("SUM", per_replica, axis=None))]
+print(json.dumps(report))
+'''
+
+
+@pytest.mark.slow
+def test_replicas_sum_to_the_one_device_loss_with_weights():
+    # Each replica divides by the denominator of the global batch: the replicas'
+    # values sum to the loss of the whole batch on one device, weights or not.
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+    result = processes.run([sys.executable, "-c", REPLICAS_SCRIPT], forked=True, capture_output=True,
+                           text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(report) == 9
+    for name, (one_device, replicas) in report.items():
+        assert replicas == pytest.approx(one_device, rel=1e-6), name
