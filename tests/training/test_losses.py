@@ -322,3 +322,31 @@ def test_replicas_sum_to_the_one_device_loss_with_weights():
     assert len(report) == 9
     for name, (one_device, replicas) in report.items():
         assert replicas == pytest.approx(one_device, rel=1e-6), name
+
+
+def test_a_guided_transformer_drops_a_row_of_weight_zero_from_both_terms():
+    import tensorflow as tf
+
+    from kerasseq.models import build_transformer_seq2seq
+
+    keras.utils.set_random_seed(0)
+    model = build_transformer_seq2seq(20, 20, num_layers=1, d_model=8, num_heads=2, dff=8,
+                                      max_positions=8, guided_alignment_weight=0.5)
+    model.compile(optimizer="sgd", loss=MaskedSparseCategoricalCrossentropy())
+    x = {"source_ids": np.array([[5, 6, 7], [8, 9, 0]], "int32"),
+         "target_in_ids": np.array([[2, 8, 9], [2, 10, 0]], "int32"),
+         "alignment_links": np.array([[[1, 0, 0], [0, 0, 1], [0, 0, 0]],
+                                      [[0, 1, 0], [1, 0, 0], [0, 0, 0]]], "int32")}
+    y = np.array([[8, 9, 3], [10, 3, 0]], "int32")
+
+    def evaluate(rows, sample_weight=None):
+        batch = ({name: value[rows] for name, value in x.items()}, y[rows])
+        if sample_weight is not None:
+            batch += (sample_weight,)
+        return model.evaluate(tf.data.Dataset.from_tensors(batch), verbose=0, return_dict=True)
+
+    row_0 = evaluate(slice(0, 1))
+    weighted = evaluate(slice(0, 2), np.array([1.0, 0.0], "float32"))
+    for name in ("loss", "alignment_loss"):
+        assert weighted[name] == pytest.approx(row_0[name], rel=1e-5), name
+    assert evaluate(slice(0, 2))["alignment_loss"] != pytest.approx(row_0["alignment_loss"], rel=1e-3)
