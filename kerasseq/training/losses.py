@@ -46,6 +46,13 @@ def token_weights(y_true, y_pred, sample_weight=None):
             # Keras 3 broadcasts (batch_size,) weights against the last axis of
             # (batch_size, length) losses; a row's weight belongs to its tokens.
             shape = ops.shape(y_true)
+            rows = sample_weight.shape[0] if rank else None
+            if (rank is not None and rank > 3) or (
+                    isinstance(rows, int) and isinstance(shape[0], int) and rows != shape[0]):
+                raise ValueError(
+                    "sample_weight must be a scalar, (batch_size,), (batch_size, 1), (batch_size, "
+                    f"length) or (batch_size, length, 1); the targets are {tuple(shape)}. "
+                    f"Received: sample_weight of shape {tuple(sample_weight.shape)}")
             sample_weight = ops.broadcast_to(ops.reshape(sample_weight, (shape[0], -1)), shape)
     return ops.cast(_KerasMaskWeights()(y_true, y_pred, sample_weight), "float32")
 

@@ -350,3 +350,13 @@ def test_a_guided_transformer_drops_a_row_of_weight_zero_from_both_terms():
     for name in ("loss", "alignment_loss"):
         assert weighted[name] == pytest.approx(row_0[name], rel=1e-5), name
     assert evaluate(slice(0, 2))["alignment_loss"] != pytest.approx(row_0["alignment_loss"], rel=1e-3)
+
+
+def test_sample_weights_of_another_batch_are_refused():
+    loss = MaskedSparseCategoricalCrossentropy()
+    with pytest.raises(ValueError, match=r"sample_weight must be a scalar.*targets are \(4, 4\).*"
+                                         r"shape \(3,\)"):
+        loss(Y4, _logits4(), sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match=r"shape \(4, 4, 1, 1\)"):
+        MaskedTokenAccuracy().update_state(Y4, _logits4(), sample_weight=np.ones((4, 4, 1, 1)))
+    assert float(loss(Y4, _logits4(), sample_weight=2.0)) == pytest.approx(float(loss(Y4, _logits4())))
