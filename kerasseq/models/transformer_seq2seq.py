@@ -232,7 +232,7 @@ class TransformerSeq2Seq(Seq2SeqModel):
             x["source_ids"], x["target_in_ids"], training)
         loss = self.compute_loss(x=x, y=y, y_pred=logits, sample_weight=sample_weight,
                                  training=training)
-        alignment = guided_alignment_loss(x["alignment_links"], attention)
+        alignment = guided_alignment_loss(x["alignment_links"], attention, sample_weight=sample_weight)
         self.alignment_loss_tracker.update_state(sum_over_replicas(alignment))
         return logits, loss + ops.cast(self.guided_alignment_weight, loss.dtype) * alignment
 

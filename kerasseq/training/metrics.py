@@ -3,12 +3,19 @@
 import keras
 from keras import ops
 
+from kerasseq.training.losses import token_weights
+
 
 @keras.saving.register_keras_serializable(package="kerasseq")
 class MaskedTokenAccuracy(keras.metrics.Metric):
     """Fraction of non-padding target tokens whose argmax prediction is right.
 
-    Accumulates over batches: Σ correct real tokens / Σ real tokens.
+    Accumulates over batches: Σ w · correct / Σ w over the real tokens, where
+    w is the token's weight as for `MaskedSparseCategoricalCrossentropy`: the
+    `sample_weight` (per row `(batch_size,)` or per token `(batch_size,
+    target_length)`) times the Keras mask of `y_pred`, 1 where neither is
+    given. This is `keras.metrics.SparseCategoricalAccuracy` with the padding
+    folded into the weights.
 
     Args:
         pad_id: int, the ignored target id (0).
@@ -23,14 +30,13 @@ class MaskedTokenAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        mask = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            mask = mask * ops.cast(sample_weight, "float32")
-        self.correct.assign_add(ops.sum(ops.cast(ops.equal(predicted, y_true), "float32") * mask))
-        self.total.assign_add(ops.sum(mask))
+        weights = token_weights(y_true, y_pred, sample_weight) * ops.cast(
+            ops.not_equal(y_true, self.pad_id), "float32")  # (batch_size, target_length)
+        self.correct.assign_add(ops.sum(ops.cast(ops.equal(predicted, y_true), "float32") * weights))
+        self.total.assign_add(ops.sum(weights))
 
     def result(self):
-        return self.correct / ops.maximum(self.total, 1.0)
+        return ops.divide_no_nan(self.correct, self.total)
 
     def reset_state(self):
         self.correct.assign(0.0)
