@@ -46,7 +46,8 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
 
     Returns:
         `(token_ids, scores, lengths)` as `greedy` returns them; the scores
-        are the model's log-probabilities before temperature and filtering.
+        are the model's log-probabilities before temperature and filtering
+        (renormalised without the banned ids, as every search's).
 
     Example:
 
