@@ -233,3 +233,15 @@ def test_cli_flag_sets_the_field_only_when_given():
 
     assert _search_kwargs(make_parser().parse_args(["translate", "m", "--ban-unk"]))["ban_unk"]
     assert "ban_unk" not in _search_kwargs(make_parser().parse_args(["translate", "m"]))
+
+
+@pytest.mark.parametrize("kind", ["rnn", "transformer"])
+def test_no_repeat_ngram_size_holds_for_the_text(models, kind):
+    # With [PAD] generated between them, "[UNK] [PAD] [UNK] [PAD] [UNK]" has no
+    # repeated bigram of ids, yet its text "[UNK] [UNK] [UNK]" repeats one.
+    models, words = models
+    texts = models[kind].translate(words, num_beams=3, max_length=MAX_LENGTH,
+                                   no_repeat_ngram_size=2, jit_compile=False)
+    for text in texts:
+        bigrams = list(zip(text.split(), text.split()[1:], strict=False))
+        assert len(set(bigrams)) == len(bigrams), text
