@@ -8,7 +8,7 @@ is split, and this is what runs where:
 | text → ids (the tokenizer's lookup)    | the app (the vocabulary is a list of strings)  |
 | `encode`: source ids → decoding state  | TFLite, signature `encode`                     |
 | one decoder step: token, state → logits, state | TFLite, signature `decode_step`        |
-| the search loop (arg-max, stop at `[END]`) | the app: `TFLiteGreedyDecoder` here, a few lines of Kotlin/Swift there |
+| the search loop (arg-max over every token but `[PAD]` and `[START]`, stop at `[END]`) | the app: `TFLiteGreedyDecoder` here, a few lines of Kotlin/Swift there |
 | ids → text                             | the app                                        |
 
 Why not the whole translator: the tokenizers are `tf.lookup` hash tables
@@ -41,8 +41,8 @@ import tensorflow as tf
 
 from kerasseq._files import replace_atomically
 from kerasseq._validation import check_int, check_positive_int
-from kerasseq.data.tokenizer import END_ID, START_ID
-from kerasseq.decoding._common import ban_repeated_ngrams
+from kerasseq.data.tokenizer import END_ID, START_ID, UNK_ID
+from kerasseq.decoding._common import ban_repeated_ngrams, ban_tokens, never_generated
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
 QUANTIZATIONS = (None, "dynamic_range")
@@ -183,15 +183,17 @@ class TFLiteGreedyDecoder:
     gives the same tokens as `model.generate(source_ids, method="greedy")[0][:, 0]`
     (with `min_length=0`: the end token is never banned here)
     (the float32 file; a quantized one may differ where two tokens were
-    close).
+    close). As every search of kerasseq, it never generates `[PAD]` (0) or
+    `[START]` (their logits are set to `-inf` before the arg-max), nor
+    `[UNK]` with `ban_unk=True`.
 
     Args:
         model: path of a `.tflite` file, or its bytes.
-        start_id, end_id: the target tokenizer's `[START]`/`[END]` ids
-            (kerasseq's tokenizers reserve 2 and 3).
+        start_id, end_id, unk_id: the target tokenizer's `[START]`/`[END]`/
+            `[UNK]` ids (kerasseq's tokenizers reserve 2, 3 and 1).
     """
 
-    def __init__(self, model, start_id=START_ID, end_id=END_ID):
+    def __init__(self, model, start_id=START_ID, end_id=END_ID, unk_id=UNK_ID):
         interpreter_class = _interpreter_class()
         if isinstance(model, bytes):
             self.interpreter = interpreter_class(model_content=model)
@@ -208,12 +210,12 @@ class TFLiteGreedyDecoder:
         self.batch_size, self.source_length = (
             int(n) for n in self._encode.get_input_details()["source_ids"]["shape"]
         )
-        self.start_id, self.end_id = int(start_id), int(end_id)
+        self.start_id, self.end_id, self.unk_id = int(start_id), int(end_id), int(unk_id)
         limits = self._encode(source_ids=np.zeros((self.batch_size, self.source_length), np.int32))
         self.max_length = int(limits["limit_max_length"])
         self.source_vocab_size = int(limits["limit_source_vocab_size"])
 
-    def greedy(self, source_ids, max_length, no_repeat_ngram_size=0):
+    def greedy(self, source_ids, max_length, no_repeat_ngram_size=0, ban_unk=False):
         """Arg-max decoding of `source_ids`, like `kerasseq.decoding.greedy`.
 
         Args:
@@ -223,6 +225,8 @@ class TFLiteGreedyDecoder:
                 `max_length` the file was written with, for a Transformer).
             no_repeat_ngram_size: int n >= 0, as `kerasseq.SearchConfig`'s:
                 no n-gram of tokens twice in an output (0: off).
+            ban_unk: bool, as `kerasseq.SearchConfig`'s: never generate
+                `unk_id`.
 
         Returns:
             NumPy `(token_ids, lengths)`: int32 `(rows, max_length)` without
@@ -246,6 +250,9 @@ class TFLiteGreedyDecoder:
             )
         max_length = check_positive_int("max_length", max_length)
         size = check_int("no_repeat_ngram_size", no_repeat_ngram_size, 0)
+        if not isinstance(ban_unk, bool):
+            raise ValueError(f"ban_unk must be a bool. Received: ban_unk={ban_unk!r}")
+        banned = never_generated(self.start_id, self.end_id, (self.unk_id,) if ban_unk else ())
         if max_length > self.max_length:
             raise ValueError(
                 f"max_length must be <= {self.max_length}, the max_length this .tflite file was "
@@ -267,6 +274,7 @@ class TFLiteGreedyDecoder:
             result = self._step(token_ids=tokens, step=np.int32(step), **state)
             logits = result.pop("logits")
             state = result
+            logits = ban_tokens(tf.constant(logits), banned).numpy()  # the searches' own ban
             if size:  # the searches' own ban, on this loop's tokens so far
                 logits = ban_repeated_ngrams(tf.constant(logits), tf.constant(output),
                                              tf.constant(step, tf.int32), size).numpy()

@@ -30,8 +30,8 @@ import tensorflow as tf
 from kerasseq import alignment
 from kerasseq._buckets import pad_rows, row_edges, smallest_edge, source_bucket_edges
 from kerasseq._validation import is_int
-from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
-from kerasseq.decoding import contract
+from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
+from kerasseq.decoding import _common, contract
 from kerasseq.decoding.beam_search import beam_search_loop
 from kerasseq.decoding.config import SearchConfig
 from kerasseq.decoding.contract import encode_for_search
@@ -133,6 +133,10 @@ class Translator:
         jit_compile: bool, whether the encode + search function is XLA-compiled.
         source_tokenizer, target_tokenizer: the model's, or `None` (ids only).
         start_id, end_id: the model's, or the reserved ids.
+        banned_ids: the ids no search of this translator generates
+            (`kerasseq.decoding._common.never_generated`): `[PAD]` (0) and
+            `start_id`, plus the target tokenizer's `unk_id` (else 1) with
+            `config.ban_unk`.
         source_limit: source tokens kept per text, or `None` for all: the one
             rule, read by the eager path (`translate`, `generate`) and the
             graph path (an export) alike. The smaller of
@@ -174,6 +178,9 @@ class Translator:
         self.target_tokenizer = contract.optional(model, "target_tokenizer")
         self.start_id = int(contract.optional(model, "start_id", START_ID))
         self.end_id = int(contract.optional(model, "end_id", END_ID))
+        unk_id = int(getattr(self.target_tokenizer, "unk_id", UNK_ID))
+        self.banned_ids = _common.never_generated(self.start_id, self.end_id,
+                                                  (unk_id,) if config.ban_unk else ())
         limits = (config.max_source_length, getattr(self.source_tokenizer, "max_length", None))
         self.source_limit = min(filter(None, limits), default=None)
         self.trace_count = 0
@@ -238,7 +245,7 @@ class Translator:
     def _search(self, start_tokens, state, seed, max_length):
         """The configured search loop over `state`; ids with a `num_return` axis."""
         config = self._search_config.replace(max_length=max_length)
-        step_fn, end_id = self.model.decode_step, self.end_id
+        step_fn, end_id = _common.ban_ids(self.model.decode_step, self.banned_ids), self.end_id
         if config.method == "beam":
             shared = tuple(contract.optional(self.model, "shared_state_keys", ()))
             return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared)

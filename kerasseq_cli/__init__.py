@@ -246,6 +246,8 @@ def _add_search_arguments(parser, export=False):
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
                         help="no N-gram of tokens twice in an output, as fairseq's flag "
                              "(default 0: off)")
+    parser.add_argument("--ban-unk", action="store_true", default=None,
+                        help="never output [UNK] (default: allowed; [PAD] and [START] never are)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
                         help="XLA-compile the encoder and the search (default auto: on a GPU, off on a CPU)")
 

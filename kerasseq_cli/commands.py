@@ -284,7 +284,7 @@ def command_train(args):
 # The flag that sets each SearchConfig field, to name it in an error.
 _SEARCH_FLAGS = {"num_beams": "--beam", "num_return": "--nbest",
                  "length_penalty": "--length-penalty", "max_length": "--max-length",
-                 "no_repeat_ngram_size": "--no-repeat-ngram-size",
+                 "no_repeat_ngram_size": "--no-repeat-ngram-size", "ban_unk": "--ban-unk",
                  "max_source_length": "--max-source-length"}
 
 
@@ -299,7 +299,7 @@ def _search_kwargs(args, **fields):
     before any model is loaded.
     """
     fields.update(num_return=args.nbest, length_penalty=args.length_penalty,
-                  no_repeat_ngram_size=args.no_repeat_ngram_size)
+                  no_repeat_ngram_size=args.no_repeat_ngram_size, ban_unk=args.ban_unk)
     search = {key: value for key, value in fields.items() if value is not None}
     if args.beam == 1:
         search["method"] = "greedy"
@@ -351,6 +351,8 @@ def load_saved_model_translator(path, args):
     if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size != exported_size:
         raise CLIError(f"{path!r} was exported with no_repeat_ngram_size={exported_size}; "
                        f"re-export with --no-repeat-ngram-size {args.no_repeat_ngram_size}")
+    if args.ban_unk and not metadata.get("ban_unk", False):
+        raise CLIError(f"{path!r} was exported with ban_unk=False; re-export with --ban-unk")
     if args.alignments:
         if args.alignment_layer is not None or args.alignment_head is not None:
             raise CLIError(f"{path!r} aligns with the attention chosen at export time "

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from kerasseq.models import build_transformer_seq2seq
+from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from kerasseq.tflite import TFLiteGreedyDecoder, convert_to_tflite, export_tflite
 from tests.models.g2p_fixture import tiny_g2p, trained_tiny_g2p_rnn
 
@@ -43,12 +43,12 @@ def _ids(model, words):
     return model.source_tokenizer.encode(words).to_tensor().numpy()
 
 
-def _assert_same_as_keras(model, words, decoder, no_repeat_ngram_size=0):
+def _assert_same_as_keras(model, words, decoder, no_repeat_ngram_size=0, ban_unk=False):
     source_ids = _ids(model, words)
-    tokens, lengths = decoder.greedy(source_ids, MAX_LENGTH, no_repeat_ngram_size)
+    tokens, lengths = decoder.greedy(source_ids, MAX_LENGTH, no_repeat_ngram_size, ban_unk=ban_unk)
     expected_tokens, _, expected_lengths = model.generate(
         source_ids, method="greedy", max_length=MAX_LENGTH,
-        no_repeat_ngram_size=no_repeat_ngram_size)
+        no_repeat_ngram_size=no_repeat_ngram_size, ban_unk=ban_unk)
     np.testing.assert_array_equal(tokens, expected_tokens[:, 0])  # (rows, num_return=1, ...)
     np.testing.assert_array_equal(lengths, expected_lengths[:, 0])
     return tokens
@@ -100,6 +100,29 @@ def test_transformer_converts_and_greedy_equals_keras(transformer):
         result = decoder._step(token_ids=tokens[step], step=np.int32(step), **lite_state)
         np.testing.assert_allclose(result.pop("logits"), logits, atol=2e-4)
         lite_state = result
+
+
+def test_greedy_never_generates_pad_or_start_and_bans_unk_on_request():
+    # An untrained RNN whose output bias favours [PAD] (0), [UNK] (1) and [START] (2):
+    # the loop bans 0 and 2 (tokens inside the length are never 0) and, with
+    # ban_unk, 1, as the Keras searches do.
+    from tests.decoding.test_banned_ids import favour_special_ids
+    from tests.models.g2p_fixture import tiny_g2p_model
+
+    model = favour_special_ids(tiny_g2p_model(build_rnn_seq2seq, 0, embedding_dim=8, units=8,
+                                              max_target_length=MAX_LENGTH))
+    words = [word for word, _ in tiny_g2p()[1][:4]]
+    decoder = TFLiteGreedyDecoder(convert_to_tflite(model, batch_size=4, source_length=12,
+                                                    max_length=MAX_LENGTH))
+    for ban_unk in (False, True):
+        tokens = _assert_same_as_keras(model, words, decoder, ban_unk=ban_unk)
+        _, lengths = decoder.greedy(_ids(model, words), MAX_LENGTH, ban_unk=ban_unk)
+        generated = np.concatenate([row[:length] for row, length in zip(tokens, lengths,
+                                                                       strict=True)])
+        assert generated.size and not np.isin(generated, [0, 2]).any()
+        assert (1 in generated) != ban_unk
+    with pytest.raises(ValueError, match="ban_unk must be a bool"):
+        decoder.greedy(_ids(model, words), MAX_LENGTH, ban_unk=1)
 
 
 def test_dynamic_range_quantization_decodes(rnn, rnn_quantized):

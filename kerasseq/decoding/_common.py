@@ -14,10 +14,12 @@ import collections
 
 import tensorflow as tf
 
-from kerasseq._validation import check_int
+from kerasseq._validation import check_int, is_int
 from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK  # noqa: F401
 
 NEG_INF = float("-inf")
+# The id of padding (kerasseq.data's PAD_ID): the results are 0-padded.
+PADDING_ID = 0
 
 
 # --------------------------------------------------------------------------
@@ -48,12 +50,21 @@ def run_loop(loop, state, batch_size, start_id, jit_compile, *args):
 # --------------------------------------------------------------------------
 
 
-def check_step_arguments(batch_size, start_id, end_id):
-    """The decoders' own arguments (`batch_size=None`: taken from the state)."""
+def check_step_arguments(batch_size, start_id, end_id, banned_ids=()):
+    """The decoders' own arguments (`batch_size=None`: taken from the state).
+
+    Returns:
+        `never_generated(start_id, end_id, banned_ids)`, the ids to ban.
+    """
     if batch_size is not None:
         check_int("batch_size", batch_size, 1)
     check_int("start_id", start_id, 0)
     check_int("end_id", end_id, 0)
+    if not isinstance(banned_ids, (tuple, list, set, frozenset)) \
+            or not all(is_int(token_id) and token_id >= 0 for token_id in banned_ids):
+        raise ValueError("banned_ids must be a sequence of token ids (ints >= 0). "
+                         f"Received: banned_ids={banned_ids!r}")
+    return never_generated(start_id, end_id, banned_ids)
 
 
 # --------------------------------------------------------------------------
@@ -114,6 +125,54 @@ def num_rows(tensor):
 def log_probs_float32(logits):
     """`log_softmax` over the vocabulary, computed in float32."""
     return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+
+
+def never_generated(start_id, end_id, banned_ids=()):
+    """The token ids a search never generates: a sorted tuple of Python ints.
+
+    Padding, id `PADDING_ID` (0: the results are 0-padded, so a generated 0
+    would vanish from the text while the length counts it), `start_id` (fed at
+    step 0, never an output) and `banned_ids` (the caller's, e.g. `[UNK]`).
+    `end_id` is never banned: it ends a hypothesis (`min_length` is its ban).
+    """
+    return tuple(sorted({PADDING_ID, int(start_id), *(int(i) for i in banned_ids)} - {int(end_id)}))
+
+
+def ban_tokens(logits, banned_ids):
+    """`logits` with `-inf` at every id of `banned_ids` (ids beyond the vocabulary
+    are ignored); `banned_ids` empty returns `logits` itself.
+
+    Args:
+        logits: float `(rows, vocab_size)` (any float dtype; the static or the
+            run-time vocabulary size).
+        banned_ids: tuple of Python ints.
+    """
+    if not banned_ids:
+        return logits
+    vocabulary = tf.range(tf.shape(logits)[-1])  # (vocab_size,)
+    banned = tf.reduce_any(
+        tf.equal(vocabulary[:, None], tf.constant(banned_ids, tf.int32)[None, :]), axis=1
+    )  # (vocab_size,), a constant once the vocabulary size is known
+    return tf.where(banned, tf.constant(NEG_INF, logits.dtype), logits)
+
+
+def ban_ids(step_fn, banned_ids):
+    """`step_fn` with `ban_tokens` applied to its logits: every search's ban.
+
+    The ban acts on the logits, before `log_softmax`: a search over the
+    returned step function is the search over a model that gives the banned
+    ids no probability (the other tokens' probabilities are renormalised), so
+    scores and lengths count only tokens the text holds. The state passes
+    through untouched (beam search's shared state stays the same tensor).
+    """
+    if not banned_ids:
+        return step_fn
+
+    def banned_step(token_ids, state, step):
+        logits, new_state = step_fn(token_ids, state, step)
+        return ban_tokens(logits, banned_ids), new_state
+
+    return banned_step
 
 
 def forbid_end(log_probs, end_id, step, min_length):

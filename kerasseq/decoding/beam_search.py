@@ -69,6 +69,7 @@ def beam_search(
     jit_compile=False,
     shared_state=(),
     no_repeat_ngram_size=0,
+    banned_ids=(),
 ):
     """Find high-probability sequences with beam search (GNMT / Flax style).
 
@@ -128,6 +129,7 @@ def beam_search(
             `step_fn` must return them unchanged. A model lists them in its
             `shared_state_keys` (the Transformer: its cross-attention caches).
         no_repeat_ngram_size: as in `greedy`, for each beam's own tokens.
+        banned_ids: as in `greedy` (with padding and `start_id`, never generated).
 
     Returns:
         `(token_ids, scores, lengths)`, or `(token_ids, scores, lengths,
@@ -158,7 +160,8 @@ def beam_search(
     >>> lengths.numpy().tolist()   # the empty output (p = 0.6) beats "a b" (0.36)
     [[0]]
     """
-    _common.check_step_arguments(batch_size, start_id, end_id)
+    step_fn = _common.ban_ids(step_fn, _common.check_step_arguments(batch_size, start_id, end_id,
+                                                                     banned_ids))
     config = SearchConfig(method="beam", num_beams=num_beams, num_return=num_return,
                           max_length=max_length, min_length=min_length,
                           length_penalty=length_penalty, coverage_penalty=coverage_penalty,

@@ -98,6 +98,12 @@ class SearchConfig:
             row ("##f ##f ##f"), which also ends loops inside a word, but it
             bans fair repeats too ("of the ... of the" with n=2): choose n
             on dev data. 0 (default) turns it off, at no cost.
+        ban_unk: bool, never generate the target tokenizer's `[UNK]` (id 1),
+            as `banned_ids` of the decoders in `kerasseq.decoding` bans it:
+            its logit is set to `-inf` at every step of every search (the
+            other tokens' probabilities renormalised). `[PAD]` (0) and
+            `[START]` are never generated in any case. False (default)
+            lets the model emit `[UNK]`.
 
     Example:
 
@@ -126,6 +132,7 @@ class SearchConfig:
     max_length_a: float = 0.0
     max_length_b: int = 10
     no_repeat_ngram_size: int = 0
+    ban_unk: bool = False
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -194,6 +201,8 @@ class SearchConfig:
         _check_finite_non_negative("max_length_a", self.max_length_a)
         self._check_int("max_length_b", 0)
         self._check_int("no_repeat_ngram_size", 0)
+        if not isinstance(self.ban_unk, bool):
+            raise SearchConfigError("ban_unk", f"ban_unk must be a bool. Received: ban_unk={self.ban_unk!r}")
 
     def _check_int(self, name, minimum):
         try:

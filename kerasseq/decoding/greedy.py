@@ -8,7 +8,7 @@ from kerasseq.decoding.config import SearchConfig
 
 @tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=0, *,
-           no_repeat_ngram_size=0, jit_compile=False):
+           no_repeat_ngram_size=0, banned_ids=(), jit_compile=False):
     """Decode by choosing the arg-max token at every step.
 
     At step t the decoder feeds the previous token y_{t-1} (the start token at
@@ -22,8 +22,8 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
 
     Args:
         step_fn, state, batch_size, start_id, end_id, max_length, min_length,
-            no_repeat_ngram_size, jit_compile: the "Common arguments" of
-            `kerasseq.decoding`.
+            no_repeat_ngram_size, banned_ids, jit_compile: the "Common
+            arguments" of `kerasseq.decoding`.
 
     Returns:
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
@@ -43,7 +43,8 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
     >>> ids.numpy().tolist(), lengths.numpy().tolist()
     ([[3, 2, 0, 0, 0]], [2])
     """
-    _common.check_step_arguments(batch_size, start_id, end_id)
+    step_fn = _common.ban_ids(step_fn, _common.check_step_arguments(batch_size, start_id, end_id,
+                                                                     banned_ids))
     config = SearchConfig(method="greedy", max_length=max_length, min_length=min_length,
                           no_repeat_ngram_size=no_repeat_ngram_size)
 

@@ -8,7 +8,8 @@ from kerasseq.decoding.config import SearchConfig
 
 @tf.autograph.experimental.do_not_convert  # explicit control flow (docs/design.md)
 def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature=1.0, top_k=0,
-           top_p=1.0, seed=None, min_length=0, *, no_repeat_ngram_size=0, jit_compile=False):
+           top_p=1.0, seed=None, min_length=0, *, no_repeat_ngram_size=0, banned_ids=(),
+           jit_compile=False):
     """Decode by drawing every token from the (filtered) model distribution.
 
     At step t the logits z are divided by the temperature T, filtered, and the
@@ -38,13 +39,15 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
         seed: int, int32 scalar tensor or `None`. `None` draws a fresh seed
             from TensorFlow's global generator (`sampling_seed`; so
             `keras.utils.set_random_seed` makes it repeatable).
-        min_length, no_repeat_ngram_size, jit_compile: as in `greedy`. (A
-            seeded draw is repeatable for a fixed batch size; `kerasseq.Translator`
-            pads batches to buckets, so its draws may differ from a direct call's.)
+        min_length, no_repeat_ngram_size, banned_ids, jit_compile: as in
+            `greedy`. (A seeded draw is repeatable for a fixed batch size;
+            `kerasseq.Translator` pads batches to buckets, so its draws may
+            differ from a direct call's.)
 
     Returns:
         `(token_ids, scores, lengths)` as `greedy` returns them; the scores
-        are the model's log-probabilities before temperature and filtering.
+        are the model's log-probabilities before temperature and filtering
+        (renormalised without the banned ids, as every search's).
 
     Example:
 
@@ -56,7 +59,8 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     >>> ids.numpy().tolist()  # top_k=1 keeps only the most probable token
     [[3, 3, 3, 3], [3, 3, 3, 3]]
     """
-    _common.check_step_arguments(batch_size, start_id, end_id)
+    step_fn = _common.ban_ids(step_fn, _common.check_step_arguments(batch_size, start_id, end_id,
+                                                                     banned_ids))
     config = SearchConfig(method="sample", max_length=max_length, min_length=min_length,
                           temperature=temperature, top_k=top_k, top_p=top_p,
                           seed=None if tf.is_tensor(seed) else seed,

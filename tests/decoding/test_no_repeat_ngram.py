@@ -66,21 +66,20 @@ def test_ban_is_the_definition_and_ignores_what_follows_the_step(size):
     assert ban_repeated_ngrams(log_probs, tf.constant(sequences), tf.constant(5), 0) is log_probs
 
 
-def test_start_token_is_not_part_of_the_history():
-    # Token 0 is [start] and also a token the model can generate (a Markov chain on
-    # the previous token: "a" after 0, 0 after "a"). fairseq counts its BOS in the
-    # n-grams, which would ban "a" at step 2 ((0, a) after BOS); only generated
-    # tokens count here: a 0 a, then 0 is banned ((a, 0) was generated), so [end].
+def test_start_token_is_never_generated_so_never_repeated():
+    # Token 0 is [start] and padding; the Markov chain on the previous token
+    # prefers "a" after 0 and 0 after "a". Without the ban greedy said a 0 a
+    # (then 0 was banned by the bigram (a, 0)); with it 0 never comes, its
+    # probability goes to the others: after [start] P(a) = 0.9 / 0.95, after
+    # "a" P([end]) = 0.08 / 0.1, so the output is "a".
     probabilities = np.full((3, 3), 0.05)
-    probabilities[0] = [0.05, 0.05, 0.9]  # after [start] or a generated 0: "a"
+    probabilities[0] = [0.05, 0.05, 0.9]  # after [start]: "a"
     probabilities[2] = [0.9, 0.08, 0.02]  # after "a": 0
-    model = MarkovTableModel(probabilities / probabilities.sum(1, keepdims=True))
+    model = MarkovTableModel(probabilities)
     token_ids, scores, lengths = greedy(model.step_fn, model.initial_state(), 1, START_ID,
                                         END_ID, max_length=6, no_repeat_ngram_size=2)
-    assert unpad(token_ids[0], lengths[0]) == (2, 0, 2)
-    p = probabilities / probabilities.sum(1, keepdims=True)
-    np.testing.assert_allclose(scores[0], math.log(p[0, 2] * p[2, 0] * p[0, 2] * p[2, 1]),
-                               rtol=1e-6)
+    assert unpad(token_ids[0], lengths[0]) == (2,)
+    np.testing.assert_allclose(scores[0], math.log(0.9 / 0.95 * 0.08 / 0.1), rtol=1e-6)
 
 
 # ----------------------------------------------------- searches against references

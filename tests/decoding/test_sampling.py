@@ -21,6 +21,8 @@ MAX_LENGTH = 10
 def markov_model():
     rng = np.random.default_rng(0)
     probabilities = rng.dirichlet(np.full(8, 0.7), size=8)
+    probabilities[:, START_ID] = 0.0  # the searches never generate it (also padding)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
     return MarkovTableModel(probabilities, batch_size=BATCH)
 
 

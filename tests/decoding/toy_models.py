@@ -14,6 +14,8 @@ import tensorflow as tf
 
 START_ID = 0
 END_ID = 1
+# Every search bans padding (0) and the start token: here both are id 0.
+NEVER_GENERATED = (0, START_ID)
 
 
 class PrefixTableModel:
@@ -21,17 +23,20 @@ class PrefixTableModel:
 
     Args:
         batch_size: rows; each row has its own table.
-        vocab_size: tokens, `END_ID` = 1 included (`START_ID` = 0 is a normal
-            token too once generated).
+        vocab_size: tokens, `END_ID` = 1 included (`START_ID` = 0, which is
+            also padding, gets a logit like every token; the searches ban it).
         seed: NumPy seed for the tables.
         num_codes: size of the prefix hash space; prefixes are numbered
             code = (code * vocab_size + token + 1) % num_codes, which is exact
             (collision-free) while vocab_size ** length stays below it.
         end_bias: added to the end token's logit.
         scale: standard deviation of the table entries.
+        masked_ids: ids whose logits this model sets to `-inf` itself (a model
+            that never gives them probability: what `banned_ids` must equal).
     """
 
-    def __init__(self, batch_size, vocab_size, seed, num_codes=4096, end_bias=0.0, scale=2.0):
+    def __init__(self, batch_size, vocab_size, seed, num_codes=4096, end_bias=0.0, scale=2.0,
+                 masked_ids=()):
         rng = np.random.default_rng(seed)
         self.batch_size = batch_size
         self.vocab_size = vocab_size
@@ -44,6 +49,8 @@ class PrefixTableModel:
             self.table.reshape(batch_size * num_codes, vocab_size), tf.float32
         )
         self._frequencies = tf.constant(self.frequencies, tf.float32)
+        self.masked_ids = tuple(masked_ids)
+        self._mask = tf.constant(np.isin(np.arange(vocab_size), self.masked_ids))
 
     def initial_state(self):
         return {
@@ -63,15 +70,18 @@ class PrefixTableModel:
         logits += tf.cos(total * self._frequencies)
         logits += state["memory"][:, 0] - state["memory"][:, 1]
         new_state = dict(state, code=code, total=total)
-        return logits, new_state
+        return tf.where(self._mask, -np.inf, logits), new_state
 
     def log_probs(self, row, prefix):
-        """float64 `(vocab_size,)` log P(. | prefix) for batch row `row`."""
+        """float64 `(vocab_size,)` log P(. | prefix) for batch row `row`, as the
+        searches see it: `-inf` at `masked_ids` and `NEVER_GENERATED`, the
+        other tokens renormalised."""
         code = 0
         for token in prefix:
             code = (code * self.vocab_size + token + 1) % self.num_codes
         logits = self.table[row, code] + np.cos(sum(prefix) * self.frequencies)
         logits = logits + self.memory[row, 0] - self.memory[row, 1]
+        logits[list(self.masked_ids) + list(NEVER_GENERATED)] = -np.inf
         logits = logits - logits.max()
         return logits - np.log(np.exp(logits).sum())
 
