@@ -119,10 +119,10 @@ def _set_linear(spec, weight, bias):
 def _set_attention(spec, sublayer, self_attention):
     query, key, value, output = _attention_parts(sublayer.attention)
     if self_attention:  # one fused query/key/value projection
-        _set_linear(spec.linear[0], *(np.concatenate(parts) for parts in zip(query, key, value)))
+        _set_linear(spec.linear[0], *(np.concatenate(parts) for parts in zip(query, key, value, strict=True)))
     else:  # the query, then keys and values fused
         _set_linear(spec.linear[0], *query)
-        _set_linear(spec.linear[1], *(np.concatenate(parts) for parts in zip(key, value)))
+        _set_linear(spec.linear[1], *(np.concatenate(parts) for parts in zip(key, value, strict=True)))
     _set_linear(spec.linear[-1], *output)
     _set_layer_norm(spec.layer_norm, sublayer.layer_norm)
 
@@ -153,7 +153,8 @@ def transformer_spec(model):
     vocabularies set (not yet validated, optimized or saved)."""
     check_convertible(model)
     import_ctranslate2()
-    from ctranslate2.specs import common_spec, transformer_spec as specs
+    from ctranslate2.specs import common_spec
+    from ctranslate2.specs import transformer_spec as specs
 
     spec = specs.TransformerSpec.from_config(
         model.num_layers, model.num_heads, pre_norm=bool(model.norm_first),
