@@ -325,10 +325,14 @@ class CTranslate2Translator:
             outputs = self.translator.translate_batch(
                 [tokens[row] for row in rows], max_batch_size=self.config.batch_size,
                 **self.options)
-            for row, output in zip(rows, outputs, strict=True):
-                strings = self.target_tokenizer.decode_to_strings(
-                    [self.target_ids(hypothesis) or [0] for hypothesis in output.hypotheses])
-                results[row] = (strings, [float(score) for score in output.scores])
+            # Every hypothesis detokenized in one call (a call per row costs
+            # TensorFlow's eager overhead each time).
+            strings = self.target_tokenizer.decode_to_strings(
+                [self.target_ids(hypothesis) or [0]
+                 for output in outputs for hypothesis in output.hypotheses])
+            for index, (row, output) in enumerate(zip(rows, outputs, strict=True)):
+                results[row] = (strings[index * returns:(index + 1) * returns],
+                                [float(score) for score in output.scores])
         columns = [0, 1] if return_scores else [0]
         outputs = [[result[column] if returns > 1 else result[column][0] for result in results]
                    for column in columns]
