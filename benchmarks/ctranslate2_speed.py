@@ -26,7 +26,7 @@ rows of one run only (the script prints the load average before and after).
 
 Usage:
 
-    .venv/bin/python benchmarks/ctranslate2_speed.py              # a few minutes on 2 cores
+    .venv/bin/python benchmarks/ctranslate2_speed.py              # 15 minutes on 2 busy cores
     .venv/bin/python benchmarks/ctranslate2_speed.py --quick      # a smaller model, fewer rounds
     .venv/bin/python benchmarks/ctranslate2_speed.py --model runs/t --dev-words 2000
 """
