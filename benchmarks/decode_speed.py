@@ -51,7 +51,9 @@ Usage:
 The two "Translator" rows run `kerasseq.Translator.generate` (the path of
 `model.translate`, the CLI and exports) with `jit_compile="auto"`, the
 default: they include the id checks, bucket padding and the host copy of the
-result.
+result. Every row uses the model's start and end ids (kerasseq's reserved 2
+and 3), and the Translator rows must decode the same tokens as the direct
+rows of the same jit setting (the run stops otherwise).
 """
 
 import argparse
@@ -73,6 +75,7 @@ import tensorflow as tf  # noqa: E402
 from kerasseq import SearchConfig, Translator  # noqa: E402  (and the backend check)
 from kerasseq.decoding import beam_search, greedy  # noqa: E402
 from kerasseq.models import build_transformer_seq2seq  # noqa: E402
+from kerasseq.translator import resolve_jit_compile  # noqa: E402
 
 SETTINGS = {
     "full": dict(num_layers=3, d_model=256, num_heads=4, dff=1024, vocab_size=1000,
@@ -80,7 +83,11 @@ SETTINGS = {
     "quick": dict(num_layers=2, d_model=64, num_heads=4, dff=256, vocab_size=200,
                   batch_size=32, source_length=20, max_length=32, repeats=5),
 }
-PAD_ID, START_ID, END_ID = 0, 1, 2
+# The model's own ids (kerasseq's reserved ids, which `Translator` reads from a
+# model without tokenizers), in every row: the direct calls and the Translator
+# rows decode the same tokens, checked at the end.
+from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID  # noqa: E402
+
 NUM_BEAMS = 4
 
 
@@ -127,10 +134,9 @@ def build_model(settings):
     # Random weights; make the end and padding tokens unreachable so that every
     # method generates exactly max_length - 1 tokens.
     bias = model.output_projection.bias
-    value = bias.numpy()
-    value[[PAD_ID, END_ID]] = -1e4
     # Small random bias so that the arg-max is not dominated by ties.
-    value[3:] = np.random.default_rng(0).normal(0.0, 0.5, size=value.shape[0] - 3)
+    value = np.random.default_rng(0).normal(0.0, 0.5, size=bias.shape[0]).astype(np.float32)
+    value[[PAD_ID, END_ID]] = -1e4
     bias.assign(value)
     return model
 
@@ -261,7 +267,8 @@ def main(argv=None):
     wall_start = time.perf_counter()
     model = build_model(settings)
     rng = np.random.default_rng(1)
-    source_ids = rng.integers(3, settings["vocab_size"], size=(batch, settings["source_length"]))
+    source_ids = rng.integers(END_ID + 1, settings["vocab_size"],
+                              size=(batch, settings["source_length"]))
     source_ids = tf.constant(source_ids, tf.int32)
     skip = [s for s in args.skip.split(",") if s]
     only = [s for s in args.only.split(",") if s]
@@ -344,6 +351,15 @@ def main(argv=None):
     agree("kerasseq beam-4", "kerasseq beam-4 XLA")
     agree("kerasseq greedy", "no-cache greedy (tutorial loop)")
     agree("kerasseq greedy", "kerasseq greedy XLA")
+    # The Translator rows run the direct rows' search (its jit "auto" resolved
+    # here), with the same ids: the same tokens, or the benchmark stops.
+    jit = " XLA" if resolve_jit_compile("auto") else ""
+    for translator_row, direct_row in (("Translator greedy (jit auto)", "kerasseq greedy" + jit),
+                                       ("Translator beam-4 (jit auto)", "kerasseq beam-4" + jit)):
+        agree(translator_row, direct_row)
+        if translator_row in outputs and direct_row in outputs and not np.array_equal(
+                outputs[translator_row], outputs[direct_row]):
+            raise SystemExit(f"{translator_row} decoded other tokens than {direct_row}")
     print(f"\nload average after: {os.getloadavg()}; wall time "
           f"{time.perf_counter() - wall_start:.0f} s")
 

@@ -1,4 +1,5 @@
-"""Export a kerasseq model as a SavedModel that translates strings end to end.
+"""Export a kerasseq model as a SavedModel that translates strings end to end,
+or a Transformer as a CTranslate2 model directory (`export_ctranslate2`).
 
 `export_translator(model, path)` saves a `kerasseq.Translator` (the one
 inference path that `Seq2SeqModel.translate`, `kerasseq.translate` and the
@@ -36,6 +37,8 @@ import os
 import keras
 import tensorflow as tf
 
+from kerasseq import _ctranslate2
+from kerasseq._ctranslate2 import CTranslate2Translator, is_ctranslate2_model
 from kerasseq._files import replace_directory_atomically
 from kerasseq._messages import first_line
 from kerasseq._validation import is_int
@@ -45,9 +48,12 @@ from kerasseq.decoding.config import SearchConfig, SearchConfigError
 from kerasseq.translator import Translator
 
 __all__ = [
+    "CTranslate2Translator",
     "ServingModule",
     "check_export_path",
+    "export_ctranslate2",
     "export_translator",
+    "is_ctranslate2_model",
     "is_saved_model",
     "load_translator",
     "read_metadata",
@@ -140,6 +146,60 @@ def export_translator(model, path, config=None, *, overwrite=True, alignments=Fa
         module.add_alignments(alignment_layer, alignment_head)
     replace_directory_atomically(
         path, module.write_out, check=lambda existing: check_export_path(existing, overwrite=overwrite))
+    return path
+
+
+def export_ctranslate2(model, path, quantization=None, *, overwrite=True):
+    """Write a CTranslate2 model directory of a kerasseq Transformer.
+
+    CTranslate2 (`pip install 'kerasseq[ctranslate2]'`) runs it from C++:
+    `ctranslate2.Translator(path).translate_batch(tokens)`, or text in and
+    out with `kerasseq.export.CTranslate2Translator(path)` and `kerasseq
+    translate PATH`. The directory holds CTranslate2's `model.bin`,
+    `config.json`, `source_vocabulary.json` and `target_vocabulary.json`
+    (token `i` is kerasseq's id `i`; `[UNK]`, `[START]` and `[END]` are
+    CTranslate2's unknown, start and end tokens), and
+    `kerasseq_ctranslate2.json`, the tokenizers that turn text into those
+    tokens. Post-norm and pre-norm models, shared embeddings and a tied
+    output projection all convert; the weight mapping is in
+    `kerasseq._ctranslate2`. No search settings are stored: they are
+    options of each CTranslate2 call.
+
+    The export is atomic (`kerasseq._files.replace_directory_atomically`)
+    and replaces only an earlier CTranslate2 export or an empty directory
+    (`check_export_path(path, kind="ctranslate2")`).
+
+    Args:
+        model: a `kerasseq.models.TransformerSeq2Seq` with `source_tokenizer`
+            and `target_tokenizer`.
+        path: str or path-like, the directory to create.
+        quantization: None (the weights as they are, float32) or a
+            CTranslate2 weight type: `"int8"`, `"int8_float32"`,
+            `"int8_float16"`, `"int8_bfloat16"`, `"int16"`, `"float16"`,
+            `"bfloat16"`, `"float32"`.
+        overwrite: bool, as `export_translator`'s.
+
+    Returns:
+        The absolute path of the export (a str).
+
+    Raises (each before anything is written):
+        ValueError: an RNN model, an ensemble or any model that is not a
+            kerasseq Transformer; a model without tokenizers; a bad
+            `quantization`.
+        ImportError: ctranslate2 is not installed.
+        FileExistsError: as `export_translator`'s.
+    """
+    if not isinstance(overwrite, bool):
+        raise ValueError(f"overwrite must be a bool. Received: overwrite={overwrite!r}")
+    _ctranslate2.check_convertible(model)
+    _ctranslate2.check_quantization(quantization)
+    _ctranslate2.import_ctranslate2()
+    path = os.path.abspath(os.fspath(path))
+    check_export_path(path, overwrite=overwrite, kind="ctranslate2")
+    replace_directory_atomically(
+        path, lambda directory: _ctranslate2.write_model(model, quantization, directory),
+        check=lambda existing: check_export_path(existing, overwrite=overwrite,
+                                                 kind="ctranslate2"))
     return path
 
 
@@ -408,26 +468,38 @@ def load_translator(path, signature=SERVING_SIGNATURE):
     return translate, metadata
 
 
-def _unreplaceable_content(path):
+# What each kind of export may replace: (is an export, the file that marks one,
+# the phrase of the error message).
+_EXPORT_KINDS = {
+    "saved_model": (is_saved_model, "saved_model.pb",
+                    "a SavedModel directory (one holding saved_model.pb)"),
+    "ctranslate2": (is_ctranslate2_model, "model.bin",
+                    "a CTranslate2 model directory (one holding model.bin and config.json)"),
+}
+
+
+def _unreplaceable_content(path, kind="saved_model"):
     """What an existing `path` holds when an export may not replace it, else None.
 
-    Replaceable: a SavedModel directory (holding `saved_model.pb`), an empty
-    directory, or a symbolic link to a SavedModel directory (the link is
-    replaced; its target is kept).
+    Replaceable: an export of the same kind (a SavedModel directory, holding
+    `saved_model.pb`, or a CTranslate2 model directory), an empty directory,
+    or a symbolic link to such an export (the link is replaced; its target
+    is kept).
 
     Returns:
         None, or a phrase for the error message.
     """
+    is_export, marker, _ = _EXPORT_KINDS[kind]
     if os.path.islink(path):
-        if is_saved_model(path):
+        if is_export(path):
             return None
         target = os.readlink(path)
         if not os.path.exists(path):
             return f"a symbolic link to {target!r}, which does not exist"
-        content = _unreplaceable_content(os.path.realpath(path)) or "an empty directory"
+        content = _unreplaceable_content(os.path.realpath(path), kind) or "an empty directory"
         return f"a symbolic link to {target!r}, which holds {content}"
     if os.path.isdir(path):
-        if is_saved_model(path):
+        if is_export(path):
             return None
         try:
             entries = sorted(os.listdir(path))
@@ -437,7 +509,7 @@ def _unreplaceable_content(path):
             return None
         shown = ", ".join(repr(entry) for entry in entries[:3])
         more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
-        return f"a non-empty directory without saved_model.pb ({shown}{more})"
+        return f"a non-empty directory without {marker} ({shown}{more})"
     if os.path.isfile(path):
         if path.endswith(".keras"):
             return "a file (a .keras model)"
@@ -445,32 +517,38 @@ def _unreplaceable_content(path):
     return "something that is neither a file nor a directory"
 
 
-def check_export_path(path, overwrite=True):
+def check_export_path(path, overwrite=True, kind="saved_model"):
     """Raise unless an export may be written at `path`.
 
     An export never destroys what is not an export: an existing `path` is
-    replaced only when it is a SavedModel directory (one holding
-    `saved_model.pb`; through a symbolic link, the link is replaced and its
-    target kept) or an empty directory, and only with `overwrite=True`.
-    Anything else (a `.keras` model file, any other file, a non-empty
-    directory without `saved_model.pb`, a symbolic link to anything else)
-    raises, with or without `overwrite`.
+    replaced only when it is an export of the same kind (`"saved_model"`: a
+    SavedModel directory, one holding `saved_model.pb`; `"ctranslate2"`: a
+    CTranslate2 model directory, holding `model.bin` and `config.json`;
+    through a symbolic link, the link is replaced and its target kept) or
+    an empty directory, and only with `overwrite=True`. Anything else (a
+    `.keras` model file, any other file, a non-empty directory that is no
+    such export, a symbolic link to anything else) raises, with or without
+    `overwrite`.
 
     Args:
         path: str, the export path.
         overwrite: bool; with False any existing `path` raises.
+        kind: `"saved_model"` (`export_translator`) or `"ctranslate2"`
+            (`export_ctranslate2`).
 
     Raises:
         FileExistsError: naming `path`, what it holds and what is expected
             (one line).
     """
+    if kind not in _EXPORT_KINDS:
+        raise ValueError(f"kind must be one of {sorted(_EXPORT_KINDS)}. Received: kind={kind!r}")
     if not os.path.lexists(path):
         return
-    content = _unreplaceable_content(path)
+    content = _unreplaceable_content(path, kind)
     if content is not None:
         raise FileExistsError(
-            f"Export path {path!r} holds {content}; an export only replaces a "
-            "SavedModel directory (one holding saved_model.pb) or an empty directory, "
+            f"Export path {path!r} holds {content}; an export only replaces "
+            f"{_EXPORT_KINDS[kind][2]} or an empty directory, "
             "with or without overwrite: choose another path"
         )
     if not overwrite:

@@ -4,6 +4,8 @@
     kerasseq translate runs/g2p hello world --beam 4
     kerasseq export runs/g2p runs/g2p_export --beam 4
     kerasseq translate runs/g2p_export hello world
+    kerasseq export runs/t runs/t_ct2 --format ctranslate2 --quantization int8
+    kerasseq translate runs/t_ct2 hello world
     kerasseq evaluate runs/g2p --split dev
     kerasseq train ... --keep-checkpoints 5 --output-dir runs/g2p
     kerasseq average runs/g2p/averaged.keras runs/g2p        # its last 5 epochs
@@ -269,8 +271,8 @@ def make_parser():
     train_parser.set_defaults(handler="command_train")
 
     translate_parser = commands.add_parser("translate", help="translate texts")
-    translate_parser.add_argument("model_dir", help=MODEL_HELP + ", or a SavedModel written by "
-                                  "`kerasseq export`")
+    translate_parser.add_argument("model_dir", help=MODEL_HELP + ", or a SavedModel or "
+                                  "CTranslate2 directory written by `kerasseq export`")
     translate_parser.add_argument("texts", nargs="*")
     _add_search_arguments(translate_parser)
     _add_alignment_arguments(
@@ -292,9 +294,20 @@ def make_parser():
     _add_search_arguments(evaluate_parser)
     evaluate_parser.set_defaults(handler="command_evaluate")
 
-    export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
+    export_parser = commands.add_parser(
+        "export", help="export a model as a text-to-text SavedModel or a CTranslate2 model")
     export_parser.add_argument("model_dir", help=MODEL_HELP)
     export_parser.add_argument("export_dir")
+    export_parser.add_argument(
+        "--format", choices=["saved_model", "ctranslate2"], default="saved_model",
+        help="saved_model (default): a TensorFlow SavedModel with the search built in; "
+             "ctranslate2: a CTranslate2 model directory of a Transformer (pip install "
+             "'kerasseq[ctranslate2]'; search settings are given when translating)")
+    export_parser.add_argument(
+        "--quantization", default=None,
+        choices=["int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16",
+                 "bfloat16", "float32"],
+        help="--format ctranslate2: the weight type (default: float32 as trained)")
     _add_search_arguments(export_parser, export=True)
     export_parser.add_argument("--max-length", type=int, default=None,
                                help="most target tokens (default: the model's max_target_length)")

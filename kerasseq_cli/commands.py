@@ -27,8 +27,11 @@ from kerasseq.export import (
     ALIGNMENTS_SIGNATURE,
     NBEST_SIGNATURE,
     SERVING_SIGNATURE,
+    CTranslate2Translator,
     check_export_path,
+    export_ctranslate2,
     export_translator,
+    is_ctranslate2_model,
     is_saved_model,
     load_translator,
     read_metadata,
@@ -408,10 +411,27 @@ def _alignment_head_settings(args):
                                 ("head", args.alignment_head)) if value is not None}
 
 
+def load_ctranslate2_translator(path, args):
+    """`texts -> translations` of a CTranslate2 export (`kerasseq.export.CTranslate2Translator`),
+    with the search flags of a .keras model (same defaults: beam search, 4 beams)."""
+    if args.alignments:
+        raise CLIError(f"{path!r} is a CTranslate2 export: --alignments needs a .keras model "
+                       "or a SavedModel exported with --alignments")
+    search = _search_kwargs(args)
+    try:
+        return CTranslate2Translator(path, **search).translate
+    except ImportError as error:
+        raise CLIError(str(error)) from None
+    except ValueError as error:
+        raise _flag_error(error, _SEARCH_FLAGS) from None
+
+
 def command_translate(args):
     alignments = args.alignments
     if is_saved_model(args.model_dir):  # --alignments: its translate_alignments signature
         translate = load_saved_model_translator(args.model_dir, args)
+    elif is_ctranslate2_model(args.model_dir):
+        translate = load_ctranslate2_translator(args.model_dir, args)
     else:
         search = _search_kwargs(args)
         model = load_model(args.model_dir)
@@ -496,13 +516,37 @@ def evaluate_translation(model, sources, references, batch_size=64, **search):
             "chrf": corpus_chrf(hypotheses, references), "sentences": len(sources)}
 
 
-def command_export(args):
-    # Before loading the model: only an earlier export (a SavedModel directory)
-    # or an empty directory may be replaced, and only with --overwrite.
+def command_export_ctranslate2(args):
+    """`kerasseq export MODEL DIR --format ctranslate2 [--quantization TYPE]`."""
+    given = [flag for flag, value in (
+        ("--beam", args.beam), ("--nbest", args.nbest), ("--length-penalty", args.length_penalty),
+        ("--no-repeat-ngram-size", args.no_repeat_ngram_size), ("--max-length", args.max_length),
+        ("--max-source-length", args.max_source_length), ("--alignments", args.alignments or None),
+        ("--jit", None if args.jit == "auto" else args.jit)) if value is not None]
+    if given:
+        raise CLIError(f"{', '.join(given)}: a CTranslate2 export stores no search settings; "
+                       "give them when translating (kerasseq translate EXPORT_DIR --beam N ...)")
+    model = load_model(args.model_dir)
     try:
-        check_export_path(os.path.abspath(args.export_dir), overwrite=args.overwrite)
+        path = export_ctranslate2(model, args.export_dir, args.quantization,
+                                  overwrite=args.overwrite)
+    except (FileExistsError, ImportError) as error:
+        raise CLIError(str(error)) from None
+    print(f"exported {path} (CTranslate2, weights {args.quantization or 'float32'})")
+
+
+def command_export(args):
+    # Before loading the model: only an earlier export (of the same format) or
+    # an empty directory may be replaced, and only with --overwrite.
+    kind = args.format
+    try:
+        check_export_path(os.path.abspath(args.export_dir), overwrite=args.overwrite, kind=kind)
     except FileExistsError as error:
         raise CLIError(str(error).replace("overwrite=True", "--overwrite")) from None
+    if kind == "ctranslate2":
+        return command_export_ctranslate2(args)
+    if args.quantization is not None:
+        raise CLIError("--quantization applies to --format ctranslate2")
     search = _search_kwargs(args, max_length=args.max_length,
                             max_source_length=args.max_source_length)
     which = _alignment_head_settings(args)
