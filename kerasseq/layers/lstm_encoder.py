@@ -88,14 +88,20 @@ class LSTMEncoder(keras.layers.Layer):
             embedding = keras.saving.deserialize_keras_object(embedding)
         self.embedding = embedding or keras.layers.Embedding(vocab_size, embedding_dim,
                                                              dtype=self.dtype_policy, name="embedding")
-        self.lstm_layers = [
-            Bidirectional(self._lstm(f"forward_lstm_{i}"),
-                          self._lstm(f"backward_lstm_{i}", go_backwards=True),
-                          dtype=self.dtype_policy, name=f"bidirectional_{i}")
-            if self.bidirectional else self._lstm(f"lstm_{i}")
-            for i in range(self.num_layers)
-        ]
+        self.lstm_layers = [self._bidirectional(i) if self.bidirectional
+                            else self._lstm(f"lstm_{i}") for i in range(self.num_layers)]
         self.supports_masking = True
+
+    def _bidirectional(self, index):
+        # `keras.layers.Bidirectional(lstm)`, which this encoder used before,
+        # built its two LSTMs as copies of a third; making that third one too
+        # (and dropping it) draws Keras' default seeds as before, so the initial
+        # weights under `keras.utils.set_random_seed` (and the documented
+        # numbers of untrained models) are the same.
+        self._lstm(f"lstm_{index}")
+        return Bidirectional(self._lstm(f"forward_lstm_{index}"),
+                             self._lstm(f"backward_lstm_{index}", go_backwards=True),
+                             dtype=self.dtype_policy, name=f"bidirectional_{index}")
 
     def _lstm(self, name, go_backwards=False):
         return keras.layers.LSTM(self.units, return_sequences=True, return_state=True,
