@@ -38,7 +38,8 @@ class LSTMEncoder(keras.layers.Layer):
             one, e.g. to share one embedding matrix between encoder and
             decoder. `get_config()` then holds that layer itself: a `.keras`
             file of a model holding both users loads one shared matrix, and
-            `from_config(get_config())` uses the same layer again.
+            `from_config(get_config())` (and so `keras.models.clone_model`)
+            uses the same layer again.
         use_cudnn: `False` (default), `True` or `"auto"`, passed to each
             `keras.layers.LSTM`. With `False` the LSTMs run Keras' own loop
             everywhere, which XLA compiles: on a GPU the model then trains with
