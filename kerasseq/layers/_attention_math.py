@@ -1,4 +1,4 @@
-"""The one masked softmax of kerasseq, and the additive score of the recurrent attentions."""
+"""The masked softmax of the Transformer attentions."""
 
 from keras import ops
 
@@ -16,10 +16,10 @@ def masked_softmax(scores, mask=None):
     positions are all masked (an empty source, a padding query under a
     causal mask) gets all-zero weights, never NaN and never uniform.
 
-    Used by every attention layer of kerasseq: `BahdanauAttention`,
-    `LuongAttention`, `MultiHeadAttention` (and so `GlobalSelfAttention`,
+    Used by `MultiHeadAttention` (and so `GlobalSelfAttention`,
     `CausalSelfAttention`, `CrossAttention`) and
-    `scaled_dot_product_attention`.
+    `scaled_dot_product_attention`; `RecurrentAttention.call` writes the same
+    softmax out in the notation of its page.
 
     Args:
         scores: float tensor `(..., source_length)`, e.g. `(batch_size,
@@ -52,27 +52,3 @@ def masked_softmax(scores, mask=None):
         return weights
     # A row with no visible position would otherwise be uniform; make it zero.
     return ops.where(mask, weights, 0.0)
-
-
-def additive_score(query, keys, score_dense):
-    """e_{t,i} = v^T tanh(query + keys_i), with v the `(units, 1)` kernel of `score_dense`.
-
-    Written as a product and a sum over `units` rather than as a call of the
-    Dense layer on a rank-3 tensor: Keras runs that call as `tf.tensordot`,
-    whose gradient inside the decoder's `tf.scan` loop needs a transpose
-    permutation that XLA cannot prove constant, so the model could not be
-    trained with `jit_compile=True`. The numbers are the same (one output
-    unit, no bias, no activation).
-
-    Args:
-        query: `(batch_size, units)`, the projected decoder state (W_1 s).
-        keys: `(batch_size, source_length, units)`, the projected encoder
-            outputs (W_2 h_i + b).
-        score_dense: a built `keras.layers.Dense(1, use_bias=False)`.
-
-    Returns:
-        `(batch_size, source_length)` in the dtype of `keys`.
-    """
-    hidden = ops.tanh(ops.expand_dims(query, 1) + keys)  # (batch_size, source_length, units)
-    v = ops.cast(score_dense.kernel[:, 0], hidden.dtype)  # (units,)
-    return ops.sum(hidden * v, axis=-1)  # (batch_size, source_length)

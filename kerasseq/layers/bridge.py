@@ -46,7 +46,7 @@ class Bridge(keras.layers.Layer):
         self.dense.build(final_state_shape)
 
     def call(self, final_state):
-        return self.dense(final_state)
+        return self.dense(final_state)  # s_0 = tanh(W m + b), m = final_state
 
     def compute_output_shape(self, final_state_shape):
         return tuple(final_state_shape[:-1]) + (self.units,)

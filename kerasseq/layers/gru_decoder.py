@@ -5,7 +5,6 @@ import tensorflow as tf
 from keras import ops
 
 from kerasseq._validation import check_positive_int, check_rate
-from kerasseq.layers._sharing import deserialize_shared_layer, serialize_shared_layer
 from kerasseq.layers.bahdanau_attention import BahdanauAttention
 from kerasseq.layers.luong_attention import LuongAttention
 
@@ -81,7 +80,8 @@ class GRUDecoder(keras.layers.Layer):
             `precompute_keys`, `score` and `query_uses_previous_state`).
         dropout: float in [0, 1), dropout on embeddings and on the features
             before the output projection.
-        embedding: optional shared `keras.layers.Embedding`.
+        embedding: optional shared `keras.layers.Embedding` (as
+            `LSTMEncoder`'s: `get_config()` holds that layer itself).
         sampling_probability: float in [0, 1], initial scheduled-sampling rate.
         feed_context: bool, without attention feed the fixed context to every
             step (Cho 2014) or not (Sutskever 2014).
@@ -142,10 +142,10 @@ class GRUDecoder(keras.layers.Layer):
                                 else check_positive_int("attention_units", attention_units))
         dtype = self.dtype_policy
         self.attention = make_attention(attention, self.attention_units or units, dtype)
-        # An embedding passed in (shared with another layer) is written into
-        # the config, so a `.keras` file loads it shared again.
+        self.context_source = self._context_source()
         self.shares_embedding = embedding is not None
-        embedding = deserialize_shared_layer(embedding)
+        if isinstance(embedding, dict):  # the config of a shared layer, in a `.keras` load
+            embedding = keras.saving.deserialize_keras_object(embedding)
         self.embedding = embedding or keras.layers.Embedding(vocab_size, embedding_dim,
                                                              dtype=dtype, name="embedding")
         self.cell = keras.layers.GRUCell(units, dtype=dtype, name="gru_cell")
@@ -163,6 +163,18 @@ class GRUDecoder(keras.layers.Layer):
         # `keras.utils.set_random_seed` are those of a fixed-seed generator.
         self.seed_generator = None if seed is None else keras.random.SeedGenerator(seed)
 
+    def _context_source(self):
+        """Where ctx_t comes from, one of four decoders (see `step`):
+
+        "before": Attention(s_{t-1}, h), fed to the GRU and the output (Bahdanau);
+        "after":  Attention(s_t, h), fed to the output only (Luong);
+        "fixed":  the initial state s_0 at every step, fed to both (Cho 2014);
+        None:     no ctx_t (Sutskever 2014: `feed_context=False`, no attention).
+        """
+        if self.attention is not None:
+            return "before" if self.attention.query_uses_previous_state else "after"
+        return "fixed" if self.feed_context else None
+
     def build(self, target_in_ids_shape, initial_state_shape=None, values_shape=None,
               encoder_padding_mask_shape=None, values_mask_shape=None):
         batch_size = target_in_ids_shape[0]
@@ -177,7 +189,7 @@ class GRUDecoder(keras.layers.Layer):
         if not self.embedding.built:
             self.embedding.build(target_in_ids_shape)
         step_input_dim = self.embedding.output_dim
-        if self.attention is None or self.attention.query_uses_previous_state:
+        if self.context_source in ("before", "fixed"):
             step_input_dim += context_dim
         self.cell.build((batch_size, step_input_dim))
         self.output_dense.build((batch_size, self.units + context_dim))
@@ -217,7 +229,12 @@ class GRUDecoder(keras.layers.Layer):
         return self.attention(query, memory["values"], memory["source_mask"], keys=memory["keys"])
 
     def step(self, token_ids, state, memory, training=None):
-        """One decoder step.
+        """One decoder step: y_{t-1}, s_{t-1} → logits_t, s_t.
+
+            ctx_t    = Attention(s_{t-1}, h)          if context_source == "before"
+            s_t      = GRU([E[y_{t-1}]; ctx_t], s_{t-1})   (ctx_t fed: "before", "fixed")
+            ctx_t    = Attention(s_t, h)              if context_source == "after"
+            logits_t = W_o [s_t; ctx_t] + b_o         (s_t alone when there is no ctx_t)
 
         Args:
             token_ids: int `(batch_size,)`: y_{t-1}.
@@ -229,20 +246,17 @@ class GRUDecoder(keras.layers.Layer):
             (in the output projection's dtype, float32 under `mixed_float16`),
             `(batch_size, units)`, and `(batch_size, source_length)` or None.
         """
-        inputs = self.input_dropout(self.embedding(token_ids), training=training)
-        context, weights = memory.get("context"), None
-        previous_query = self.attention is not None and self.attention.query_uses_previous_state
-        if previous_query:
+        x = self.input_dropout(self.embedding(token_ids), training=training)  # E[y_{t-1}]
+        context, weights = memory.get("context"), None  # "fixed": s_0; else None until attended
+        if self.context_source == "before":
             context, weights = self._attend(state, memory)
-        if context is not None and (self.attention is None or previous_query):
-            context = ops.cast(context, inputs.dtype)
-            inputs = ops.concatenate([inputs, context], axis=-1)  # (batch_size, step_input_dim)
-        new_state, _ = self.cell(inputs, state, training=training)
-        if self.attention is not None and not previous_query:
+        if self.context_source in ("before", "fixed"):
+            x = ops.concatenate([x, ops.cast(context, x.dtype)], axis=-1)  # [E[y_{t-1}]; ctx_t]
+        new_state, _ = self.cell(x, state, training=training)  # s_t
+        if self.context_source == "after":
             context, weights = self._attend(new_state, memory)
         features = new_state if context is None else ops.concatenate(
-            [new_state, ops.cast(context, new_state.dtype)], axis=-1
-        )  # (batch_size, units + context_dim)
+            [new_state, ops.cast(context, new_state.dtype)], axis=-1)  # [s_t; ctx_t]
         logits = self.output_dense(self.output_dropout(features, training=training))
         return logits, new_state, weights
 
@@ -315,7 +329,7 @@ class GRUDecoder(keras.layers.Layer):
             attention=(None if self.attention is None
                        else keras.saving.serialize_keras_object(self.attention)),
             dropout=self.dropout,
-            embedding=serialize_shared_layer(self.embedding) if self.shares_embedding else None,
+            embedding=self.embedding if self.shares_embedding else None,
             sampling_probability=(self.initial_sampling_probability if sampling is None
                                   else float(ops.convert_to_numpy(sampling))),
             feed_context=self.feed_context, attention_units=self.attention_units, seed=self.seed,

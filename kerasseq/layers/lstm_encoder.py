@@ -1,20 +1,9 @@
 """The recurrent encoder: embedding → (bidirectional) LSTM stack."""
 
-import contextlib
-import threading
-
 import keras
 from keras import ops
 
 from kerasseq._validation import check_positive_int, check_rate
-from kerasseq.layers._sharing import (
-    deserialize_shared_layer,
-    outside_object_sharing,
-    serialize_shared_layer,
-)
-
-# Held while an encoder's LSTMs have their cuDNN setting changed for one call.
-_CUDNN_SETTING_LOCK = threading.RLock()
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -31,11 +20,12 @@ class LSTMEncoder(keras.layers.Layer):
         c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t
         h_t = o_t ⊙ tanh(c_t)
 
+    With `bidirectional=True` a second LSTM reads the sequence right to left,
+    and each position's output is the pair of both directions' states,
+    h_i = [→h_i ; ←h_i] (Schuster & Paliwal 1997; Bahdanau et al. 2014).
     Padding (id 0) is masked: padded positions neither change the state nor
     produce output (their outputs are zeros), so a batch padded to any length
-    gives the same result for each real sequence. With `bidirectional=True` a
-    second LSTM reads the sequence right to left and the two outputs are
-    concatenated (Schuster & Paliwal 1997; Bahdanau et al. 2014).
+    gives the same result for each real sequence.
 
     Args:
         vocab_size: int, number of source token ids (including reserved ids).
@@ -45,26 +35,26 @@ class LSTMEncoder(keras.layers.Layer):
         num_layers: int, number of stacked LSTM layers.
         dropout: float in [0, 1), dropout on each LSTM layer's inputs.
         embedding: optional `keras.layers.Embedding` to use instead of a new
-            one, e.g. to share one embedding matrix between encoder and decoder.
+            one, e.g. to share one embedding matrix between encoder and
+            decoder. `get_config()` then holds that layer itself: a `.keras`
+            file of a model holding both users loads one shared matrix, and
+            `from_config(get_config())` (and so `keras.models.clone_model`)
+            uses the same layer again.
         use_cudnn: `False` (default), `True` or `"auto"`, passed to each
             `keras.layers.LSTM`. With `False` the LSTMs run Keras' own loop
             everywhere, which XLA compiles: on a GPU the model then trains with
             `jit_compile="auto"` = XLA like every other kerasseq model. With
             `"auto"`/`True` training on a GPU uses cuDNN's fused LSTM kernel,
             which XLA cannot compile, so Keras trains such a model without XLA
-            (it warns if `jit_compile=True` was asked for). Decoding, exports and
-            attention plots never use cuDNN (see `call`'s `use_cudnn`).
+            (it warns if `jit_compile=True` was asked for). `RNNSeq2Seq`'s
+            decoding entry points turn cuDNN off for their own calls
+            (`kerasseq.models.rnn_seq2seq.lstms_without_cudnn`).
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`...);
             the dtype policy is passed on to the embedding and the LSTMs.
 
     Call arguments:
         source_ids: int tensor `(batch_size, source_length)`, 0 = padding.
         training: bool, enables dropout.
-        use_cudnn: `None` (the layer's setting) or `False`: run Keras' own LSTM
-            loop for this call even where the layer allows cuDNN. The models'
-            inference entry points (`RNNSeq2Seq.encode`, `teacher_forced_attention`)
-            pass `False`: their functions are compiled with XLA on a GPU, and an
-            exported graph must run on a machine without cuDNN.
 
     Returns:
         A tuple `(outputs, final_state)`:
@@ -94,91 +84,68 @@ class LSTMEncoder(keras.layers.Layer):
         self.num_layers = check_positive_int("num_layers", num_layers)
         self.dropout = check_rate("dropout", dropout)
         self.bidirectional = bool(bidirectional)
-        # An embedding passed in (shared with another layer) is written into
-        # the config, so a `.keras` file loads it shared again.
         self.shares_embedding = embedding is not None
-        embedding = deserialize_shared_layer(embedding)
+        if isinstance(embedding, dict):  # the config of a shared layer, in a `.keras` load
+            embedding = keras.saving.deserialize_keras_object(embedding)
         self.embedding = embedding or keras.layers.Embedding(vocab_size, embedding_dim,
                                                              dtype=self.dtype_policy, name="embedding")
-        self.lstm_layers = [self._make_lstm(i) for i in range(self.num_layers)]
-        # `Bidirectional` rebuilds its two LSTMs from `LSTM.get_config()`, which
-        # leaves `use_cudnn` out: they start as "auto" and, where a GPU is seen,
-        # veto XLA (`supports_jit=False`). Say the setting again.
-        for lstm in self._keras_lstms():
-            lstm.use_cudnn = self.use_cudnn
-            if self.use_cudnn is False:
-                lstm.supports_jit = True
+        self.lstm_layers = [self._bidirectional(i) if self.bidirectional
+                            else self._lstm(f"lstm_{i}") for i in range(self.num_layers)]
         self.supports_masking = True
 
-    def _make_lstm(self, index):
-        lstm = keras.layers.LSTM(self.units, return_sequences=True, return_state=True,
-                                 dropout=self.dropout, use_cudnn=self.use_cudnn,
-                                 dtype=self.dtype_policy, name=f"lstm_{index}")
-        if self.bidirectional:
-            # `Bidirectional` copies `lstm` into its two directions through
-            # serialize/deserialize; inside `load_model`'s object-sharing scope
-            # the throwaway `lstm` would be recorded by id and a later one at
-            # the same address would load as this one's copy (see
-            # `outside_object_sharing`).
-            with outside_object_sharing():
-                return keras.layers.Bidirectional(lstm, dtype=self.dtype_policy,
-                                                  name=f"bidirectional_{index}")
-        return lstm
+    def _bidirectional(self, index):
+        # `keras.layers.Bidirectional(lstm)`, which this encoder used before,
+        # built its two LSTMs as copies of a third; making that third one too
+        # (and dropping it) draws Keras' default seeds as before, so the initial
+        # weights under `keras.utils.set_random_seed` (and the documented
+        # numbers of untrained models) are the same.
+        self._lstm(f"lstm_{index}")
+        return Bidirectional(self._lstm(f"forward_lstm_{index}"),
+                             self._lstm(f"backward_lstm_{index}", go_backwards=True),
+                             dtype=self.dtype_policy, name=f"bidirectional_{index}")
+
+    def _lstm(self, name, go_backwards=False):
+        return keras.layers.LSTM(self.units, return_sequences=True, return_state=True,
+                                 go_backwards=go_backwards, dropout=self.dropout,
+                                 use_cudnn=self.use_cudnn, dtype=self.dtype_policy, name=name)
 
     @property
     def output_dim(self):
         """Size of each per-position output vector."""
         return self.units * (2 if self.bidirectional else 1)
 
+    def lstms(self):
+        """`[(forward_lstm, backward_lstm or None), ...]`, bottom layer first."""
+        return [(layer.forward_layer, layer.backward_layer) if self.bidirectional
+                else (layer, None) for layer in self.lstm_layers]
+
     def build(self, source_ids_shape):
         if not self.embedding.built:
             self.embedding.build(source_ids_shape)
         shape = tuple(source_ids_shape) + (self.embedding.output_dim,)
-        for lstm in self.lstm_layers:
-            lstm.build(shape)
+        for forward_lstm, backward_lstm in self.lstms():
+            for lstm in (forward_lstm, backward_lstm or forward_lstm):
+                lstm.build(shape)
             shape = shape[:-1] + (self.output_dim,)
-
-    def _keras_lstms(self):
-        """The `keras.layers.LSTM`s that run (both directions of a `Bidirectional`)."""
         for layer in self.lstm_layers:
-            if isinstance(layer, keras.layers.Bidirectional):
-                yield layer.forward_layer
-                yield layer.backward_layer
-            else:
-                yield layer
+            layer.built = True
 
-    @contextlib.contextmanager
-    def _cudnn_setting(self, use_cudnn):
-        """Keras' LSTM reads its `use_cudnn` when it is traced: set it for one
-        call (under a lock, so two threads tracing at once cannot restore each
-        other's setting mid-trace)."""
-        if use_cudnn is None or use_cudnn == self.use_cudnn:
-            yield
-            return
-        if use_cudnn is not False:
-            raise ValueError("A call can only turn cuDNN off: use_cudnn must be None or "
-                             f"False. Received: use_cudnn={use_cudnn!r}")
-        with _CUDNN_SETTING_LOCK:
-            lstms = list(self._keras_lstms())
-            saved = [lstm.use_cudnn for lstm in lstms]
-            try:
-                for lstm in lstms:
-                    lstm.use_cudnn = False
-                yield
-            finally:
-                for lstm, value in zip(lstms, saved, strict=True):
-                    lstm.use_cudnn = value
-
-    def call(self, source_ids, training=None, use_cudnn=None):
+    def call(self, source_ids, training=None):
         mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
-        outputs = self.embedding(source_ids)
-        with self._cudnn_setting(use_cudnn):
-            for lstm in self.lstm_layers:
-                outputs, *states = lstm(outputs, mask=mask, training=training)
-        # states: [h, c] or [h_forward, c_forward, h_backward, c_backward]
-        final_state = ops.concatenate(states, axis=-1)
+        h = self.embedding(source_ids)  # x_i = E[source_i]
+        for forward_lstm, backward_lstm in self.lstms():
+            h_forward, *state = forward_lstm(h, mask=mask, training=training)  # →h_i, [h; c]
+            if backward_lstm is None:
+                h = h_forward
+                continue
+            # ←h: the LSTM reads x_S … x_1 and returns its states in that order.
+            h_backward, *backward_state = backward_lstm(h, mask=mask, training=training)
+            h_backward = ops.flip(h_backward, axis=1)  # back to positions 1 … S
+            h = ops.concatenate([h_forward, h_backward], axis=-1)  # h_i = [→h_i ; ←h_i]
+            state += backward_state
+        final_state = ops.concatenate(state, axis=-1)  # m = [h_S; c_S] (; [h_1; c_1] backward)
         # Keras repeats the last real output over padding; make padding zeros.
-        outputs = outputs * ops.cast(mask, outputs.dtype)[:, :, None]
+        outputs = h * ops.cast(mask, h.dtype)[:, :, None]
         return outputs, final_state
 
     def compute_mask(self, source_ids, mask=None):
@@ -193,7 +160,20 @@ class LSTMEncoder(keras.layers.Layer):
         config.update(
             vocab_size=self.vocab_size, embedding_dim=self.embedding_dim, units=self.units,
             bidirectional=self.bidirectional, num_layers=self.num_layers, dropout=self.dropout,
-            use_cudnn=self.use_cudnn,
-            embedding=serialize_shared_layer(self.embedding) if self.shares_embedding else None,
+            use_cudnn=self.use_cudnn, embedding=self.embedding if self.shares_embedding else None,
         )
         return config
+
+
+class Bidirectional(keras.layers.Layer):
+    """The two LSTMs of one bidirectional encoder layer, as `forward_layer` and
+    `backward_layer`: the names and the class name under which `.keras` files
+    store their weights (`lstm_layers/bidirectional/forward_layer/...`, the
+    layout of `keras.layers.Bidirectional`, which earlier encoders used).
+    `LSTMEncoder.call` runs both directions itself; this layer has no call.
+    """
+
+    def __init__(self, forward_layer, backward_layer, **kwargs):
+        super().__init__(**kwargs)
+        self.forward_layer = forward_layer
+        self.backward_layer = backward_layer

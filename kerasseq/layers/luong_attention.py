@@ -4,7 +4,6 @@ import keras
 from keras import ops
 
 from kerasseq._validation import check_choice, check_positive_int
-from kerasseq.layers._attention_math import additive_score
 from kerasseq.layers.recurrent_attention import RecurrentAttention
 
 SCORES = ("dot", "general", "concat")
@@ -19,7 +18,7 @@ class LuongAttention(RecurrentAttention):
 
         dot:     e_{t,i} = s_t^T h_i
         general: e_{t,i} = s_t^T W h_i
-        concat:  e_{t,i} = v^T tanh(W [s_t; h_i])
+        concat:  e_{t,i} = v^T tanh(W [s_t; h_i] + b) = v^T tanh(W_q s_t + W_k h_i + b)
 
     followed, as in `BahdanauAttention` (both extend `RecurrentAttention`,
     which owns `call`), by a softmax over the real source positions and the
@@ -82,14 +81,20 @@ class LuongAttention(RecurrentAttention):
             self.score_dense.build(tuple(values_shape[:-1]) + (self.units,))
 
     def precompute_keys(self, values):
-        """The part of the score that depends only on the source (h_i, W h_i)."""
+        """The part of the score that depends only on the source: h_i (dot),
+        W h_i (general), W_k h_i + b (concat)."""
         return values if self.key_dense is None else self.key_dense(values)
 
     def score(self, query, keys):
-        """Unnormalised scores e_{t,i}: `(batch_size, source_length)`."""
-        if self.score_name == "concat":
-            return additive_score(self.query_dense(query), keys, self.score_dense)
-        return ops.einsum("bd,bsd->bs", query, keys)  # (batch_size, source_length)
+        """e_{t,i} for the chosen score: `(batch_size, source_length)`.
+
+        `query` is s_t, `keys` is `precompute_keys(h)`.
+        """
+        if self.score_name == "concat":  # v^T tanh(W_q s_t + W_k h_i + b), as Bahdanau's
+            Wq_s = ops.expand_dims(self.query_dense(query), 1)  # (batch_size, 1, units)
+            v = ops.cast(self.score_dense.kernel[:, 0], keys.dtype)  # (units,)
+            return ops.sum(v * ops.tanh(Wq_s + keys), axis=-1)
+        return ops.einsum("bd,bsd->bs", query, keys)  # dot: s_t^T h_i; general: s_t^T (W h_i)
 
     def get_config(self):
         config = super().get_config()

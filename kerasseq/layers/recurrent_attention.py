@@ -3,7 +3,9 @@
 import keras
 from keras import ops
 
-from kerasseq.layers._attention_math import masked_softmax
+# Masked scores are filled with this value *after* the scores are cast to
+# float32, so it is finite whatever the compute dtype (float16 included).
+MASK_VALUE = -1e9
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -13,7 +15,7 @@ class RecurrentAttention(keras.layers.Layer):
     For a query q (a decoder state) and encoder outputs h_i:
 
         e_i   = score(q, keys_i)            keys = precompute_keys(h), once per sentence
-        α_i   = exp(e_i) / Σ_j exp(e_j)     (over real positions: `masked_softmax`)
+        α_i   = exp(e_i) / Σ_j exp(e_j)     (over real positions)
         ctx   = Σ_i α_i h_i
 
     Subclasses choose the score and what part of it depends only on the
@@ -24,8 +26,9 @@ class RecurrentAttention(keras.layers.Layer):
     and, if it transforms the encoder outputs, `precompute_keys(values)`, and
     sets `query_uses_previous_state` (read by `GRUDecoder`).
 
-    Padded source positions get weight 0; a source with no real position
-    gives zero weights and a zero context (never NaN).
+    The softmax is computed in float32 whatever the compute dtype. Padded
+    source positions get weight 0; a source with no real position gives zero
+    weights and a zero context (never NaN, never uniform).
 
     Call arguments:
         query: `(batch_size, query_dim)`: a decoder state.
@@ -54,13 +57,16 @@ class RecurrentAttention(keras.layers.Layer):
     def call(self, query, values, encoder_padding_mask=None, keys=None, values_mask=None):
         # Keras fills `values_mask` with the mask that travels on `values`
         # (e.g. from `Embedding(mask_zero=True)`), as AdditiveAttention does.
-        encoder_padding_mask = values_mask if encoder_padding_mask is None else encoder_padding_mask
-        if keys is None:
-            keys = self.precompute_keys(values)
-        weights = masked_softmax(self.score(query, keys), encoder_padding_mask)
-        weights = ops.cast(weights, values.dtype)  # (batch_size, source_length)
-        context = ops.einsum("bs,bsd->bd", weights, values)  # (batch_size, value_dim)
-        return context, weights
+        mask = values_mask if encoder_padding_mask is None else encoder_padding_mask
+        mask = ops.ones(ops.shape(values)[:2], "bool") if mask is None else ops.cast(mask, "bool")
+        e = ops.cast(self.score(query, self.precompute_keys(values) if keys is None else keys),
+                     "float32")  # (batch_size, source_length)
+        e = ops.where(mask, e, MASK_VALUE)
+        exp_e = ops.exp(e - ops.max(e, axis=-1, keepdims=True))  # max-shifted: same α, no overflow
+        alpha = ops.where(mask, exp_e / ops.sum(exp_e, axis=-1, keepdims=True), 0.0)
+        alpha = ops.cast(alpha, values.dtype)  # α_i, 0 at padding (and for an empty source)
+        context = ops.einsum("bs,bsd->bd", alpha, values)  # ctx = Σ_i α_i h_i
+        return context, alpha
 
     def compute_mask(self, *args, **kwargs):
         # The source mask is consumed here (context and weights are per

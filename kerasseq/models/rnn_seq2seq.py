@@ -1,11 +1,45 @@
 """The recurrent encoder–decoder: LSTM encoder → bridge → GRU decoder (+ attention)."""
 
+import contextlib
+import threading
+
 import keras
 from keras import ops
 
 from kerasseq.decoding.contract import ATTENTION_WEIGHTS, SOURCE_MASK
 from kerasseq.layers import Bridge, GRUDecoder, LSTMEncoder
 from kerasseq.models.base import Seq2SeqModel, build_seq2seq, check_shared_vocabulary
+
+# Held while an encoder's LSTMs have cuDNN turned off for one call.
+_CUDNN_SETTING_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def lstms_without_cudnn(encoder):
+    """Run the `keras.layers.LSTM`s of `encoder` (an `LSTMEncoder`) with Keras'
+    own loop, never cuDNN's fused kernel, for the calls traced in this block.
+
+    Keras' LSTM reads its `use_cudnn` when it is traced; the setting is turned
+    off for the block and restored after it, under a lock, so that two threads
+    tracing at once cannot restore each other's setting mid-trace. The
+    decoding entry points use it: their functions are compiled with XLA on a
+    GPU, which cannot compile cuDNN's kernel, and an exported graph must run
+    on a machine without cuDNN. An encoder built with `use_cudnn=False` (the
+    default) is left alone.
+    """
+    if encoder.use_cudnn is False:
+        yield
+        return
+    lstms = [lstm for pair in encoder.lstms() for lstm in pair if lstm is not None]
+    with _CUDNN_SETTING_LOCK:
+        saved = [lstm.use_cudnn for lstm in lstms]
+        try:
+            for lstm in lstms:
+                lstm.use_cudnn = False
+            yield
+        finally:
+            for lstm, value in zip(lstms, saved, strict=True):
+                lstm.use_cudnn = value
 
 
 @keras.saving.register_keras_serializable(package="kerasseq")
@@ -29,7 +63,8 @@ class RNNSeq2Seq(Seq2SeqModel):
     of `decode_step` are float32.
 
     GPUs. `use_cudnn` (default `False`: XLA training on a GPU) is
-    `LSTMEncoder`'s; `encode` and `teacher_forced_attention` never use cuDNN.
+    `LSTMEncoder`'s; `encode` and `teacher_forced_attention` never use cuDNN
+    (`lstms_without_cudnn`).
 
     Decoding contract: `encode(source_ids)` returns the dict
     `decoder_state` `(batch_size, units)`, and with attention `values`
@@ -112,7 +147,8 @@ class RNNSeq2Seq(Seq2SeqModel):
         source_ids = ops.cast(source_ids, "int32")
         # Keras' own LSTM loop, never cuDNN: the searches run this under XLA on
         # a GPU, and an export's graph must also run where there is no cuDNN.
-        encoder_outputs, final_state = self.encoder(source_ids, training=False, use_cudnn=False)
+        with lstms_without_cudnn(self.encoder):
+            encoder_outputs, final_state = self.encoder(source_ids, training=False)
         initial_state = self.bridge(final_state)
         source_mask = ops.not_equal(source_ids, 0)  # (batch_size, source_length)
         memory = self.decoder.prepare_memory(initial_state, encoder_outputs, source_mask)
@@ -147,7 +183,8 @@ class RNNSeq2Seq(Seq2SeqModel):
 
     def teacher_forced_attention(self, source_ids, target_in_ids):
         """Teacher-forced attention weights `(batch_size, target_length, source_length)`."""
-        encoder_outputs, final_state = self.encoder(source_ids, training=False, use_cudnn=False)
+        with lstms_without_cudnn(self.encoder):
+            encoder_outputs, final_state = self.encoder(source_ids, training=False)
         _, weights = self.decoder(
             target_in_ids, self.bridge(final_state), encoder_outputs,
             ops.not_equal(source_ids, 0), training=False, return_attention_scores=True,

@@ -28,11 +28,17 @@ def test_random_weights_match_numpy():
     query = rng.normal(size=(2, 5)).astype("float32")
     values = rng.normal(size=(2, 4, 3)).astype("float32")
     mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], bool)
+    attention(query, values, mask)
+    # a non-zero bias b (Keras starts it at zero), so that the score shows it
+    attention.key_dense.bias.assign(rng.normal(size=6).astype("float32"))
     context, weights = attention(query, values, mask)
     w1 = attention.query_dense.get_weights()[0]
     w2, b2 = attention.key_dense.get_weights()
+    assert np.abs(b2).min() > 0
     v = attention.score_dense.get_weights()[0]
-    scores = (np.tanh((query @ w1)[:, None, :] + values @ w2 + b2) @ v)[..., 0]
+    scores = (np.tanh((query @ w1)[:, None, :] + values @ w2 + b2) @ v)[..., 0]  # v^T tanh(W1 s + W2 h + b)
+    np.testing.assert_allclose(np.asarray(attention.score(query, attention.precompute_keys(values))),
+                               scores, atol=1e-5)
     scores = np.where(mask, scores, -np.inf)
     expected = np.exp(scores - scores.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)

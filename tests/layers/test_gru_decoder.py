@@ -87,6 +87,23 @@ def test_context_vector_model_feeds_the_context_every_step():
     assert without.cell.get_weights()[0].shape[0] == 4
 
 
+@pytest.mark.parametrize("kwargs, source, cell_input", [
+    (dict(attention="bahdanau"), "before", 4 + 5),  # [E[y]; ctx_t] from s_{t-1}
+    (dict(attention="luong_concat"), "after", 4),  # ctx_t from s_t, output layer only
+    (dict(attention=None), "fixed", 4 + 6),  # [E[y]; s_0]
+    (dict(attention=None, feed_context=False), None, 4),  # no ctx_t
+])
+def test_context_source_names_the_four_decoders(kwargs, source, cell_input):
+    rng = np.random.default_rng(6)
+    targets, initial, values, mask = _decoder_inputs(rng)
+    decoder = GRUDecoder(11, 4, 6, **kwargs)
+    decoder(targets, initial, values[..., :5], mask)
+    assert decoder.context_source == source
+    assert decoder.cell.kernel.shape[0] == cell_input
+    context_dim = {"before": 5, "after": 5, "fixed": 6, None: 0}[source]
+    assert decoder.output_dense.kernel.shape[0] == 6 + context_dim  # [s_t; ctx_t]
+
+
 def test_target_padding_changes_no_real_position():
     rng = np.random.default_rng(3)
     targets, initial, values, mask = _decoder_inputs(rng)

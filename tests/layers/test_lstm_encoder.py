@@ -178,17 +178,16 @@ def test_embedding_shared_with_a_decoder_survives_keras_save_and_load(tmp_path):
     assert LSTMEncoder(vocab_size=12, embedding_dim=4, units=5).get_config()["embedding"] is None
 
 
-def test_bidirectional_encoder_loads_whatever_address_its_throwaway_lstms_get(tmp_path,
-                                                                             monkeypatch):
-    # Issue 44 (item 3). `keras.models.load_model` opens Keras' object-sharing
-    # scope, which records every object it serializes under `id(obj)`, and
-    # `keras.layers.Bidirectional(lstm)` copies the encoder's throwaway `lstm`
-    # through serialize/deserialize. A throwaway at a freed one's address then
-    # loaded as an earlier encoder's LSTM: "Forward layer and backward layer
-    # should have different go_backwards value", by chance (11 in 300
-    # constructions). Here every LSTM gets one id, as if each reused the last
-    # one's address, so the old code fails every time. keras.src: nothing
-    # public computes the scope's ids.
+def test_bidirectional_encoder_loads_whatever_address_its_lstms_get(tmp_path, monkeypatch):
+    # The load-by-chance test. `keras.models.load_model` opens Keras'
+    # object-sharing scope, which records every object it serializes under
+    # `id(obj)`; an encoder that copied a throwaway LSTM through
+    # serialize/deserialize (as `keras.layers.Bidirectional(lstm)` does) loaded,
+    # by chance (11 in 300 constructions), an earlier encoder's LSTM: "Forward
+    # layer and backward layer should have different go_backwards value". Here
+    # every LSTM gets one id, as if each reused the last one's address: an
+    # encoder that copies LSTMs fails every time. keras.src: nothing public
+    # computes the scope's ids.
     from keras.src.saving import serialization_lib
 
     source = keras.Input((None,), dtype="int32")
@@ -205,17 +204,57 @@ def test_bidirectional_encoder_loads_whatever_address_its_throwaway_lstms_get(tm
     ids = np.array([[5, 7, 2, 0], [3, 1, 0, 0]])
     for a, b in zip(loaded(ids), model(ids), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    lstms = list(next(x for x in loaded.layers if isinstance(x, LSTMEncoder))._keras_lstms())
+    encoder = next(x for x in loaded.layers if isinstance(x, LSTMEncoder))
+    lstms = [lstm for pair in encoder.lstms() for lstm in pair]
     assert len({id(lstm) for lstm in lstms}) == 4  # no LSTM came back twice
     assert [lstm.go_backwards for lstm in lstms] == [False, True, False, True]
     assert [w.path for w in loaded.weights] == [w.path for w in model.weights]
-    # The scope is suspended for the copies only: still open, unchanged, after them.
+    # The encoder serializes no LSTM of its own: nothing recorded in an open scope.
     from keras.src.backend.common import global_state
 
-    names = ("shared_objects/id_to_obj_map", "shared_objects/id_to_config_map")
     with serialization_lib.ObjectSharingScope():
-        maps = [global_state.get_global_attribute(name) for name in names]
         LSTMEncoder(vocab_size=10, embedding_dim=4, units=3, bidirectional=True)
-        assert all(global_state.get_global_attribute(name) is value
-                   for name, value in zip(names, maps, strict=True))
-        assert maps == [{}, {}]  # nothing of the throwaway LSTMs recorded
+        assert global_state.get_global_attribute("shared_objects/id_to_config_map") == {}
+        assert global_state.get_global_attribute("shared_objects/id_to_obj_map") == {}
+
+
+def test_two_lstms_per_bidirectional_layer_saved_under_keras_bidirectional_paths(tmp_path):
+    # The weights keep the file layout of `keras.layers.Bidirectional`, which
+    # the encoder used before (tests/fixtures/legacy/rnn.keras): a wrapper's
+    # two LSTMs load into the encoder's explicit forward and backward LSTMs.
+    import zipfile
+
+    import h5py
+
+    ids = np.array([[5, 7, 2, 0], [3, 1, 0, 0]])
+    keras.utils.set_random_seed(4)
+    wrapped = keras.Sequential([
+        keras.Input((None,), dtype="int32"),
+        keras.layers.Embedding(10, 4, mask_zero=True),
+        keras.layers.Bidirectional(keras.layers.LSTM(3, return_sequences=True)),
+    ])
+    encoder = LSTMEncoder(vocab_size=10, embedding_dim=4, units=3, bidirectional=True)
+    encoder(ids)
+    encoder.set_weights(wrapped.get_weights())
+    np.testing.assert_allclose(np.asarray(encoder(ids)[0]), np.asarray(wrapped(ids)), atol=1e-6)
+    source = keras.Input((None,), dtype="int32")
+    model = keras.Model(source, encoder(source)[0])
+    model.save(tmp_path / "encoder.keras")
+    with zipfile.ZipFile(tmp_path / "encoder.keras") as archive:
+        archive.extract("model.weights.h5", tmp_path)
+    groups = []
+    with h5py.File(tmp_path / "model.weights.h5") as weights:
+        weights.visit(lambda name: groups.append(name) if name.endswith("/cell/vars") else None)
+    assert groups == [f"layers/lstm_encoder/lstm_layers/bidirectional/{direction}_layer/cell/vars"
+                      for direction in ("backward", "forward")]
+
+
+def test_shared_embedding_survives_from_config():
+    # `get_config()` holds the shared layer itself, so a layer rebuilt from
+    # its config (outside a `.keras` load) still shares it.
+    shared = keras.layers.Embedding(12, 4)
+    encoder = LSTMEncoder(vocab_size=12, embedding_dim=4, units=5, embedding=shared)
+    decoder = GRUDecoder(vocab_size=12, embedding_dim=4, units=5, embedding=shared)
+    assert encoder.get_config()["embedding"] is shared
+    assert LSTMEncoder.from_config(encoder.get_config()).embedding is shared
+    assert GRUDecoder.from_config(decoder.get_config()).embedding is shared

@@ -20,10 +20,15 @@ from kerasseq import SearchConfig, Translator
 from kerasseq.export import export_translator
 from kerasseq.layers import LSTMEncoder
 from kerasseq.models import build_rnn_seq2seq
+from kerasseq.models.rnn_seq2seq import lstms_without_cudnn
 from kerasseq.training import MaskedSparseCategoricalCrossentropy
 from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
 
 WORDS = ["cat", "dog", "tact", "good", "a", "goat"]
+
+
+def keras_lstms(encoder):
+    return [lstm for pair in encoder.lstms() for lstm in pair if lstm is not None]
 
 
 def keras_sees_a_gpu(monkeypatch):
@@ -58,11 +63,11 @@ def test_searches_never_trace_cudnn(trained, monkeypatch, jit_compile):
     # a model built "on the GPU" (its layers decided for cuDNN when built)
     on_gpu = keras.models.clone_model(model)
     on_gpu.set_weights(model.get_weights())
-    assert not all(layer.supports_jit for layer in on_gpu.encoder._keras_lstms())
+    assert not all(layer.supports_jit for layer in keras_lstms(on_gpu.encoder))
     config = SearchConfig(method="beam", num_beams=2, jit_compile=jit_compile)
     assert Translator(on_gpu, config).translate(WORDS) == expected
     # the encoder keeps its own setting after the search
-    assert [lstm.use_cudnn for lstm in on_gpu.encoder._keras_lstms()] == ["auto", "auto"]
+    assert [lstm.use_cudnn for lstm in keras_lstms(on_gpu.encoder)] == ["auto", "auto"]
 
 
 def test_export_graph_holds_no_cudnn_op(trained, monkeypatch, tmp_path):
@@ -106,6 +111,13 @@ def test_default_model_trains_with_xla_on_a_gpu_and_cudnn_is_a_choice(monkeypatc
 def test_bad_cudnn_settings_are_named():
     with pytest.raises(ValueError, match="use_cudnn must be True, False or 'auto'"):
         LSTMEncoder(vocab_size=10, embedding_dim=4, units=4, use_cudnn="yes")
-    encoder = LSTMEncoder(vocab_size=10, embedding_dim=4, units=4, use_cudnn="auto")
-    with pytest.raises(ValueError, match="can only turn cuDNN off"):
-        encoder(np.array([[3, 4, 0]]), use_cudnn=True)
+
+
+def test_lstms_without_cudnn_restores_each_setting_even_after_an_error():
+    encoder = LSTMEncoder(vocab_size=10, embedding_dim=4, units=4, bidirectional=True,
+                          num_layers=2, use_cudnn="auto")
+    with pytest.raises(RuntimeError, match="inside"):
+        with lstms_without_cudnn(encoder):
+            assert [lstm.use_cudnn for lstm in keras_lstms(encoder)] == [False] * 4
+            raise RuntimeError("inside")
+    assert [lstm.use_cudnn for lstm in keras_lstms(encoder)] == ["auto"] * 4
