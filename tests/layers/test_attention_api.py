@@ -18,7 +18,6 @@ from kerasseq.layers import (
     RecurrentAttention,
     TransformerDecoderBlock,
     TransformerEncoderBlock,
-    _attention_math,
     multi_head_attention,
 )
 
@@ -28,11 +27,20 @@ CONTEXT = RNG.normal(size=(2, 5, 8)).astype("float32")
 SOURCE_MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
 
 
-def test_one_masked_softmax():
-    weights = keras.ops.convert_to_numpy(_attention_math.masked_softmax(
-        np.ones((2, 3), "float16"), np.array([[1, 0, 1], [0, 0, 0]], bool)))
-    assert weights.dtype == np.float32
-    np.testing.assert_allclose(weights, [[0.5, 0, 0.5], [0, 0, 0]])
+class _ConstantScore(RecurrentAttention):
+    """Every source position scores 1: the weights are the masked softmax alone."""
+
+    def score(self, query, keys):
+        return keras.ops.ones(keras.ops.shape(keys)[:2], keys.dtype)
+
+
+def test_recurrent_attention_masked_softmax_in_float32():
+    values = np.ones((2, 3, 4), "float16")
+    mask = np.array([[1, 0, 1], [0, 0, 0]], bool)
+    _, weights = _ConstantScore(dtype="float16")(np.ones((2, 4), "float16"), values,
+                                                 encoder_padding_mask=mask)
+    # a fully masked row gets zero weights, never NaN or uniform ones
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(weights), [[0.5, 0, 0.5], [0, 0, 0]])
 
 
 def test_multi_head_attention_is_keras_with_keras_weight_layout():
