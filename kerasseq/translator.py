@@ -168,7 +168,7 @@ class Translator:
         self.model, self.config, self.max_length = model, config, int(max_length)
         # What the search runs with (checks min_length against the model's
         # max_length); `config` keeps max_length=None as given (a cache key).
-        self._search_config = config.replace(max_length=self.max_length)
+        self._search_config = config.with_max_length(self.max_length)
         self.jit_compile = resolve_jit_compile(config.jit_compile)
         self.source_tokenizer = contract.optional(model, "source_tokenizer")
         self.target_tokenizer = contract.optional(model, "target_tokenizer")
@@ -237,7 +237,9 @@ class Translator:
 
     def _search(self, start_tokens, state, seed, max_length):
         """The configured search loop over `state`; ids with a `num_return` axis."""
-        config = self._search_config.replace(max_length=max_length)
+        config = self._search_config
+        if max_length != config.max_length:  # a batch's own limit (max_length_a)
+            config = config.with_max_length(max_length)
         step_fn, end_id = self.model.decode_step, self.end_id
         if config.method == "beam":
             shared = tuple(contract.optional(self.model, "shared_state_keys", ()))

@@ -233,14 +233,15 @@ def _add_alignment_arguments(parser, help_text):
         help="attention head that aligns (default: the model's, as --alignment-layer)")
 
 
-def _add_search_arguments(parser, export=False):
+def _add_search_arguments(parser, export=False, nbest=True):
     # Search settings are parsed as plain numbers here and checked by
     # kerasseq.SearchConfig, the one validator (the commands name the flag).
     parser.add_argument("--beam", type=int, default=None,
                         help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
-    parser.add_argument("--nbest", type=int, default=None,
-                        help="hypotheses per text" + (" in translate_nbest (default: --beam)"
-                                                      if export else " (default 1)"))
+    if nbest:  # (evaluate scores one translation per text)
+        parser.add_argument("--nbest", type=int, default=None,
+                            help="hypotheses per text" + (" in translate_nbest (default: --beam)"
+                                                          if export else " (default 1)"))
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
@@ -287,7 +288,7 @@ def make_parser():
     evaluate_parser.add_argument("--max-unknown-rate", type=_fraction, default=0.5,
                                  help="largest fraction of source tokens outside the model's "
                                  "vocabulary (default 0.5); above it the dataset is refused")
-    _add_search_arguments(evaluate_parser)
+    _add_search_arguments(evaluate_parser, nbest=False)
     evaluate_parser.set_defaults(handler="command_evaluate")
 
     export_parser = commands.add_parser("export", help="export a model as a text-to-text SavedModel")
