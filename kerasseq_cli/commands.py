@@ -43,7 +43,7 @@ from kerasseq.training import (
     epoch_checkpoints,
     transformer_optimizer,
 )
-from kerasseq.training.distribute import get_strategy
+from kerasseq.training.distribute import check_global_batch_size, get_strategy
 from kerasseq.training.run import TENSORBOARD_DIR
 from kerasseq.training.tensorboard import TranslationSummaries
 from kerasseq.training.trainer import (
@@ -193,9 +193,10 @@ def train(args):
             args.collective_timeout if strategy_name == "multi_worker" else None))
     except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
         raise CLIError(str(error)) from None
-    if args.batch_size % strategy.num_replicas_in_sync:  # (before any data is read)
-        raise CLIError(f"--batch-size {args.batch_size} is the global batch: it must be a multiple "
-                       f"of the {strategy.num_replicas_in_sync} replicas")
+    try:  # before any data is read or any file of the run replaced
+        check_global_batch_size(args.batch_size, strategy.num_replicas_in_sync)
+    except ValueError as error:
+        raise _flag_error(error, {"batch_size": "--batch-size"}) from None
     keras.utils.set_random_seed(args.seed)
     try:
         run = TrainingRun(args.output_dir, overwrite=args.overwrite,
