@@ -39,17 +39,19 @@ import tensorflow as tf
 from kerasseq._files import replace_directory_atomically
 from kerasseq._messages import first_line
 from kerasseq._validation import is_int
-from kerasseq.alignment import check_alignable, resolve_alignment_head
+from kerasseq.alignment.merge import check_alignable, resolve_alignment_head
 from kerasseq.decoding import contract
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 from kerasseq.translator import Translator
 
 __all__ = [
+    "EXPORT_MAX_SOURCE_LENGTH",
     "ServingModule",
     "check_export_path",
     "export_translator",
     "is_saved_model",
     "load_translator",
+    "make_translator",
     "read_metadata",
 ]
 

@@ -27,9 +27,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq import alignment
 from kerasseq._buckets import pad_rows, row_edges, smallest_edge, source_bucket_edges
 from kerasseq._validation import is_int
+from kerasseq.alignment.merge import align_ids, alignment_strings, check_alignable
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 from kerasseq.decoding import contract
 from kerasseq.decoding.beam_search import beam_search_loop
@@ -400,7 +400,7 @@ class Translator:
         """
         source_tokenizer, target_tokenizer = self.text_tokenizers
         if return_alignments:  # fail before the search, not after it
-            alignment.check_alignable(self.model)
+            check_alignable(self.model)
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         for index, text in enumerate(texts):
@@ -454,7 +454,7 @@ class Translator:
                    for row in range(rows) for rank in range(returns)]
         size = self.config.batch_size
         return [result["links"] for start in range(0, len(sources), size)
-                for result in alignment.align_ids(
+                for result in align_ids(
                     self.model, sources[start:start + size], targets[start:start + size],
                     layer=layer, head=head, start_id=self.start_id)]
 
@@ -501,14 +501,14 @@ class Translator:
             text (also in a batch of blank texts only, or an empty batch).
 
         Raises:
-            ValueError: a model without attention (`alignment.check_alignable`).
+            ValueError: a model without attention (`kerasseq.alignment.merge.check_alignable`).
         """
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)
 
         def align():
-            return alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
-                                               alignment_head, start_id=self.start_id)
+            return alignment_strings(self.model, source_ids, best, alignment_layer,
+                                     alignment_head, start_id=self.start_id)
 
         def nothing_to_align():  # an empty batch or only blank texts: no source column,
             return tf.fill(tf.shape(best)[:1], "")  # on which the models' passes fail

@@ -41,6 +41,15 @@ class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+def first_line(error):
+    """The first non-blank line of an exception's message (or its type name):
+    how the command line reports an error, on one line."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
 # ------------------------------------------------------------------- parser
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse with a one-line error instead of the usage block.
@@ -375,8 +384,6 @@ def main(argv=None):
             print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
             return 2
         except (ValueError, FileNotFoundError) as error:
-            from kerasseq._messages import first_line  # (kerasseq is imported by now)
-
             print(f"kerasseq {args.command}: error: {first_line(error)}", file=sys.stderr)
             return 2
     return 0

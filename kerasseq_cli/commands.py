@@ -17,8 +17,6 @@ import time
 import keras
 import tensorflow as tf
 
-from kerasseq._files import save_model_atomically
-from kerasseq._messages import first_line
 from kerasseq.alignment import from_pharaoh, to_pharaoh
 from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
 from kerasseq.decoding.config import SearchConfig
@@ -51,7 +49,7 @@ from kerasseq.training.trainer import (
     is_lost_peer_error,
     worker_lost_error,
 )
-from kerasseq_cli import CLIError
+from kerasseq_cli import CLIError, first_line
 
 
 def _flag_error(error, flags):
@@ -559,8 +557,7 @@ def command_average(args):
     if os.path.exists(args.output) and not args.overwrite:
         raise CLIError(f"{args.output!r} already exists; pass --overwrite to replace it")
     paths = average_inputs(args.checkpoints, args.last)
-    model = average_checkpoints(paths)
-    save_model_atomically(model, args.output)
+    average_checkpoints(paths, output=args.output)
     print(f"averaged {len(paths)} checkpoint(s) into {args.output}:")
     for path in paths:
         print(f"  {path}")
