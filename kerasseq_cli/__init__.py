@@ -247,10 +247,12 @@ def _add_search_arguments(parser, export=False, nbest=True):
     # kerasseq.SearchConfig, the one validator (the commands name the flag).
     parser.add_argument("--beam", type=int, default=None,
                         help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
-    if nbest:  # (evaluate scores one translation per text)
+    if nbest:
         parser.add_argument("--nbest", type=int, default=None,
                             help="hypotheses per text" + (" in translate_nbest (default: --beam)"
                                                           if export else " (default 1)"))
+    else:  # evaluate scores one translation per text
+        parser.set_defaults(nbest=None)
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",

@@ -298,7 +298,7 @@ def _search_config(args, **fields):
     loaded, and its message is reported with the flag that set the field. The
     command hands this object on (`config=`) as it is.
     """
-    fields.update(num_return=getattr(args, "nbest", None), length_penalty=args.length_penalty,
+    fields.update(num_return=args.nbest, length_penalty=args.length_penalty,
                   no_repeat_ngram_size=args.no_repeat_ngram_size)
     search = {key: value for key, value in fields.items() if value is not None}
     if args.beam == 1:
