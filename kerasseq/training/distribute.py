@@ -108,9 +108,8 @@ def check_global_batch_size(batch_size, replicas, name="batch_size"):
     batch_size = check_positive_int(name, batch_size)
     if batch_size % replicas:
         raise ArgumentError(name, (
-            f"{name} must be a multiple of the number of replicas ({replicas}): it is the "
-            f"global batch, split evenly over them; e.g. {replicas * max(1, batch_size // replicas)}. "
-            f"Received: {name}={batch_size}"))
+            f"{name} must be a multiple of the number of replicas ({replicas}), "
+            f"e.g. {replicas * max(1, batch_size // replicas)}. Received: {name}={batch_size}"))
     return batch_size
 
 
