@@ -1,8 +1,11 @@
 """kerasseq: sequence-to-sequence models for Keras 3 on the TensorFlow backend.
 
 Subpackages: `kerasseq.layers`, `kerasseq.models`, `kerasseq.decoding`,
-`kerasseq.data`, `kerasseq.training`, `kerasseq.evaluation`; modules
-`kerasseq.export` (SavedModel), `kerasseq.tflite`, `kerasseq.plotting`.
+`kerasseq.data`, `kerasseq.training`, `kerasseq.alignment` (word
+alignments); modules `kerasseq.evaluation`, `kerasseq.export` (SavedModel),
+`kerasseq.tflite`, `kerasseq.plotting`. A bad argument raises
+`kerasseq.ArgumentError` (a `ValueError` naming it in `.field`), a bad
+search setting its subclass `kerasseq.SearchConfigError`.
 
 `import kerasseq` imports them all (and TensorFlow) and so registers every
 serializable class with Keras: after it, `keras.models.load_model` loads any
@@ -17,6 +20,7 @@ library only), so `kerasseq --help` needs none of this.
 
 from kerasseq import (
     _backend_check,  # noqa: F401  (chooses the TensorFlow backend; before Keras)
+    alignment,
     data,
     decoding,
     evaluation,
@@ -27,6 +31,7 @@ from kerasseq import (
     tflite,
     training,
 )
+from kerasseq._validation import ArgumentError
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq
 from kerasseq.translation import translate
@@ -35,9 +40,11 @@ from kerasseq.translator import Translator
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentError",
     "SearchConfig",
     "SearchConfigError",
     "Translator",
+    "alignment",
     "build_rnn_seq2seq",
     "build_transformer_seq2seq",
     "data",

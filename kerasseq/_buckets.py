@@ -1,10 +1,12 @@
-"""Bucket shapes of the `Translator`: the policy, apart from the translator.
+"""Bucket shapes: the padded batch shapes of the `Translator` and of training data.
 
 Every batch a `kerasseq.Translator` searches is padded to a bucket shape
 `(rows, source_length)`, eagerly and inside an export's graph alike, so the
 compiled functions are reused. The rows go to `row_edges(config.batch_buckets)`
 (powers of two by default), the columns to `source_bucket_edges` of the
-model's `source_length_multiple`. TensorFlow ops only (`smallest_edge`,
+model's `source_length_multiple`. `kerasseq.data.make_dataset(fixed_shapes=True)`
+pads training batches to `training_length_edges`. Rows added to a batch,
+by either, follow one rule: `pad_rows`. TensorFlow ops only (`smallest_edge`,
 `pad_rows`), so the same code runs where the sizes are known only at run
 time.
 """
@@ -83,8 +85,11 @@ def smallest_edge(edges, value):
 def pad_rows(tensor, rows):
     """`tensor` with rows appended up to `rows` (int or int32 scalar tensor).
 
-    The extra rows repeat row 0, so they are valid model inputs (an all-padding
-    source could make attention divide by zero); their outputs are dropped.
+    The one rule for rows added to a batch: each repeats row 0. So it is a
+    valid model input (an all-padding source could make attention divide by
+    zero), and a search over it ends when row 0's does. The `Translator`
+    drops what such rows give; a training batch's are neutral
+    (`kerasseq.data.pad_batch` gives them no label).
     """
     present = tf.shape(tensor)[0]
     extra = tf.zeros([rows - present], tf.int32)  # (rows - present,)

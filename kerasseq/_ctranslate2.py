@@ -39,7 +39,7 @@ import os
 import keras
 import numpy as np
 
-from kerasseq.data.tokenizer import END_TOKEN, START_TOKEN, UNK_TOKEN
+from kerasseq.data.tokenizer import END_TOKEN, PAD_TOKEN, START_TOKEN, UNK_TOKEN
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
 METADATA_FILE = "kerasseq_ctranslate2.json"
@@ -225,7 +225,8 @@ def search_options(config, max_length):
     `|Y| ** alpha` without it; they agree at 0); `max_length` →
     `max_decoding_length` (the end token counted in both); `min_length` →
     `min_decoding_length` (CTranslate2's default is 1, kerasseq's 0);
-    `no_repeat_ngram_size`. The source is never cut by CTranslate2
+    `no_repeat_ngram_size`; `ban_unk` → `disable_unk`, and `[PAD]` and
+    `[START]` are suppressed as kerasseq's searches never generate them. The source is never cut by CTranslate2
     (`max_input_length=0`): the client cuts it.
 
     Raises:
@@ -244,6 +245,8 @@ def search_options(config, max_length):
             "length_penalty": float(config.length_penalty), "max_decoding_length": max_length,
             "min_decoding_length": config.min_length,
             "no_repeat_ngram_size": config.no_repeat_ngram_size, "max_input_length": 0,
+            # kerasseq's searches never generate [PAD] or [START], nor [UNK] with ban_unk
+            "suppress_sequences": [[PAD_TOKEN], [START_TOKEN]], "disable_unk": config.ban_unk,
             "return_scores": True}
 
 

@@ -1,6 +1,6 @@
 """Sums over the replicas of a `tf.distribute` strategy (for exact global means)."""
 
-import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -11,10 +11,6 @@ def sum_over_replicas(value):
     carries no gradient: it is the denominator of a global mean, as
     `MaskedSparseCategoricalCrossentropy` explains.
     """
-    if keras.backend.backend() != "tensorflow":
-        return value
-    import tensorflow as tf
-
     context = tf.distribute.get_replica_context()  # None in a cross-replica context
     if context is None or context.num_replicas_in_sync == 1:
         return value

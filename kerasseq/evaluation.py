@@ -24,6 +24,16 @@ import re
 
 from rapidfuzz.distance import Levenshtein
 
+__all__ = [
+    "corpus_bleu",
+    "corpus_chrf",
+    "count_repetitions",
+    "g2p_error_rates",
+    "phoneme_error_rate",
+    "scores_by_length",
+    "word_error_rate",
+]
+
 
 def _as_reference_list(reference, index):
     if isinstance(reference, str):

@@ -42,13 +42,14 @@ from kerasseq._ctranslate2 import CTranslate2Translator, is_ctranslate2_model
 from kerasseq._files import replace_directory_atomically
 from kerasseq._messages import first_line
 from kerasseq._validation import is_int
-from kerasseq.alignment import check_alignable, resolve_alignment_head
+from kerasseq.alignment.merge import check_alignable, resolve_alignment_head
 from kerasseq.decoding import contract
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 from kerasseq.translator import Translator
 
 __all__ = [
     "CTranslate2Translator",
+    "EXPORT_MAX_SOURCE_LENGTH",
     "ServingModule",
     "check_export_path",
     "export_ctranslate2",
@@ -56,6 +57,7 @@ __all__ = [
     "is_ctranslate2_model",
     "is_saved_model",
     "load_translator",
+    "make_translator",
     "read_metadata",
 ]
 

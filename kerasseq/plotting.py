@@ -523,12 +523,10 @@ def save_figure(figure, path, dpi=150):
 
 
 __all__ = [
-    "find_font",
     "plot_attention",
     "plot_cross_attention_heads",
     "plot_history",
     "plot_learning_curves",
     "plot_scores_by_length",
     "save_figure",
-    "scripts_in",
 ]

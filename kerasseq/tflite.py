@@ -45,6 +45,8 @@ from kerasseq.data.tokenizer import END_ID, START_ID, UNK_ID
 from kerasseq.decoding._common import ban_repeated_ngrams, ban_tokens, never_generated
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
+__all__ = ["TFLiteGreedyDecoder", "export_tflite"]
+
 QUANTIZATIONS = (None, "dynamic_range")
 
 

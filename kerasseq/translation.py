@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq.data.tokenizer import PAD_ID
+from kerasseq.data.pipeline import without_neutral_rows
 from kerasseq.translator import get_translator
 
 _EXPECTED = (
@@ -141,7 +141,7 @@ def _collect_dataset(dataset):
         )
     kind, items = "text", []
     for index, element in enumerate(dataset.as_numpy_iterator()):
-        element = _without_neutral_rows(element)
+        element = without_neutral_rows(element)
         while isinstance(element, (tuple, list)) and element:
             element = element[0]  # ((source, target_in), target_out) -> source
         if isinstance(element, dict):
@@ -150,21 +150,6 @@ def _collect_dataset(dataset):
                                         allow_sequence=True)
         items.extend(element_items)  # every element has the dataset's one element_spec
     return kind, items, False
-
-
-def _without_neutral_rows(element):
-    """A training batch `((source, target_in), target_out)` less `make_dataset`'s
-    neutral rows (`kerasseq.data.pad_batch`: labels all padding, which no
-    real example has, for its labels end with `[END]`); any other element as it is."""
-    if not (isinstance(element, tuple) and len(element) == 2
-            and isinstance(element[0], tuple) and len(element[0]) == 2):
-        return element
-    (source, target_in), target_out = element
-    if not (np.ndim(source) == np.ndim(target_out) == 2 and len(source) == len(target_out)
-            and np.asarray(target_out).dtype.kind in "iu"):
-        return element
-    real = np.any(np.asarray(target_out) != PAD_ID, axis=1)  # (batch_size,)
-    return (source[real], target_in[real]), target_out[real]
 
 
 def _classify(array, where, allow_sequence=False):

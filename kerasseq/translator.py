@@ -27,9 +27,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kerasseq import alignment
 from kerasseq._buckets import pad_rows, row_edges, smallest_edge, source_bucket_edges
 from kerasseq._validation import is_int
+from kerasseq.alignment.merge import align_ids, alignment_strings, check_alignable
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID, UNK_ID
 from kerasseq.decoding import _common, contract
 from kerasseq.decoding.beam_search import beam_search_loop
@@ -172,7 +172,7 @@ class Translator:
         self.model, self.config, self.max_length = model, config, int(max_length)
         # What the search runs with (checks min_length against the model's
         # max_length); `config` keeps max_length=None as given (a cache key).
-        self._search_config = config.replace(max_length=self.max_length)
+        self._search_config = config.with_max_length(self.max_length)
         self.jit_compile = resolve_jit_compile(config.jit_compile)
         self.source_tokenizer = contract.optional(model, "source_tokenizer")
         self.target_tokenizer = contract.optional(model, "target_tokenizer")
@@ -244,7 +244,9 @@ class Translator:
 
     def _search(self, start_tokens, state, seed, max_length):
         """The configured search loop over `state`; ids with a `num_return` axis."""
-        config = self._search_config.replace(max_length=max_length)
+        config = self._search_config
+        if max_length != config.max_length:  # a batch's own limit (max_length_a)
+            config = config.with_max_length(max_length)
         step_fn, end_id = _common.ban_ids(self.model.decode_step, self.banned_ids), self.end_id
         if config.method == "beam":
             shared = tuple(contract.optional(self.model, "shared_state_keys", ()))
@@ -405,7 +407,7 @@ class Translator:
         """
         source_tokenizer, target_tokenizer = self.text_tokenizers
         if return_alignments:  # fail before the search, not after it
-            alignment.check_alignable(self.model)
+            check_alignable(self.model)
         single = isinstance(texts, str)
         texts = [texts] if single else list(texts)
         for index, text in enumerate(texts):
@@ -459,7 +461,7 @@ class Translator:
                    for row in range(rows) for rank in range(returns)]
         size = self.config.batch_size
         return [result["links"] for start in range(0, len(sources), size)
-                for result in alignment.align_ids(
+                for result in align_ids(
                     self.model, sources[start:start + size], targets[start:start + size],
                     layer=layer, head=head, start_id=self.start_id)]
 
@@ -506,14 +508,14 @@ class Translator:
             text (also in a batch of blank texts only, or an empty batch).
 
         Raises:
-            ValueError: a model without attention (`alignment.check_alignable`).
+            ValueError: a model without attention (`kerasseq.alignment.merge.check_alignable`).
         """
         token_ids, scores, source_ids = self._translate_tensor_ids(text, 1)
         best = token_ids[:, 0, :]  # (batch_size, max_length)
 
         def align():
-            return alignment.alignment_strings(self.model, source_ids, best, alignment_layer,
-                                               alignment_head, start_id=self.start_id)
+            return alignment_strings(self.model, source_ids, best, alignment_layer,
+                                     alignment_head, start_id=self.start_id)
 
         def nothing_to_align():  # an empty batch or only blank texts: no source column,
             return tf.fill(tf.shape(best)[:1], "")  # on which the models' passes fail

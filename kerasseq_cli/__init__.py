@@ -43,6 +43,15 @@ class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+def first_line(error):
+    """The first non-blank line of an exception's message (or its type name):
+    how the command line reports an error, on one line."""
+    for line in str(error).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
 # ------------------------------------------------------------------- parser
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse with a one-line error instead of the usage block.
@@ -235,14 +244,17 @@ def _add_alignment_arguments(parser, help_text):
         help="attention head that aligns (default: the model's, as --alignment-layer)")
 
 
-def _add_search_arguments(parser, export=False):
+def _add_search_arguments(parser, export=False, nbest=True):
     # Search settings are parsed as plain numbers here and checked by
     # kerasseq.SearchConfig, the one validator (the commands name the flag).
     parser.add_argument("--beam", type=int, default=None,
                         help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
-    parser.add_argument("--nbest", type=int, default=None,
-                        help="hypotheses per text" + (" in translate_nbest (default: --beam)"
-                                                      if export else " (default 1)"))
+    if nbest:
+        parser.add_argument("--nbest", type=int, default=None,
+                            help="hypotheses per text" + (" in translate_nbest (default: --beam)"
+                                                          if export else " (default 1)"))
+    else:  # evaluate scores one translation per text
+        parser.set_defaults(nbest=None)
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
@@ -291,7 +303,7 @@ def make_parser():
     evaluate_parser.add_argument("--max-unknown-rate", type=_fraction, default=0.5,
                                  help="largest fraction of source tokens outside the model's "
                                  "vocabulary (default 0.5); above it the dataset is refused")
-    _add_search_arguments(evaluate_parser)
+    _add_search_arguments(evaluate_parser, nbest=False)
     evaluate_parser.set_defaults(handler="command_evaluate")
 
     export_parser = commands.add_parser(
@@ -389,8 +401,6 @@ def main(argv=None):
             print(f"kerasseq {args.command}: error: {error}", file=sys.stderr)
             return 2
         except (ValueError, FileNotFoundError) as error:
-            from kerasseq._messages import first_line  # (kerasseq is imported by now)
-
             print(f"kerasseq {args.command}: error: {first_line(error)}", file=sys.stderr)
             return 2
     return 0

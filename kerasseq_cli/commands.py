@@ -17,8 +17,6 @@ import time
 import keras
 import tensorflow as tf
 
-from kerasseq._files import save_model_atomically
-from kerasseq._messages import first_line
 from kerasseq.alignment import from_pharaoh, to_pharaoh
 from kerasseq.data.corpora import learn_tokenizers, load_pairs, spread_sample
 from kerasseq.decoding.config import SearchConfig
@@ -46,7 +44,7 @@ from kerasseq.training import (
     epoch_checkpoints,
     transformer_optimizer,
 )
-from kerasseq.training.distribute import get_strategy
+from kerasseq.training.distribute import check_global_batch_size, get_strategy
 from kerasseq.training.run import TENSORBOARD_DIR
 from kerasseq.training.tensorboard import TranslationSummaries
 from kerasseq.training.trainer import (
@@ -54,7 +52,7 @@ from kerasseq.training.trainer import (
     is_lost_peer_error,
     worker_lost_error,
 )
-from kerasseq_cli import CLIError
+from kerasseq_cli import CLIError, first_line
 
 
 def _flag_error(error, flags):
@@ -196,9 +194,10 @@ def train(args):
             args.collective_timeout if strategy_name == "multi_worker" else None))
     except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
         raise CLIError(str(error)) from None
-    if args.batch_size % strategy.num_replicas_in_sync:  # (before any data is read)
-        raise CLIError(f"--batch-size {args.batch_size} is the global batch: it must be a multiple "
-                       f"of the {strategy.num_replicas_in_sync} replicas")
+    try:  # before any data is read or any file of the run replaced
+        check_global_batch_size(args.batch_size, strategy.num_replicas_in_sync)
+    except ValueError as error:
+        raise _flag_error(error, {"batch_size": "--batch-size"}) from None
     keras.utils.set_random_seed(args.seed)
     try:
         run = TrainingRun(args.output_dir, overwrite=args.overwrite,
@@ -255,7 +254,7 @@ def train(args):
         # A quick greedy check after training (labelled so); `kerasseq evaluate`
         # scores with the shared search defaults (beam 4).
         summary["dev"] = evaluate_g2p(model, words, [dev_references[w] for w in words],
-                                      method="greedy")
+                                      SearchConfig(method="greedy", batch_size=256))
         print(f"dev ({len(words)} words, greedy): WER {summary['dev']['wer']:.2%}  "
               f"PER {summary['dev']['per']:.2%}")
     try:
@@ -265,9 +264,9 @@ def train(args):
     return model
 
 
-def evaluate_g2p(model, words, references, batch_size=256, verbose=0, **search):
-    """WER/PER of `model.translate(words, **search)` (SearchConfig defaults: beam 4)."""
-    hypotheses = model.translate(words, batch_size=batch_size, verbose=verbose, **search)
+def evaluate_g2p(model, words, references, config, verbose=0):
+    """WER/PER of `model.translate(words, config)` (`config`: a `SearchConfig`)."""
+    hypotheses = model.translate(words, config, verbose=verbose)
     return g2p_error_rates(hypotheses, references)
 
 
@@ -291,15 +290,16 @@ _SEARCH_FLAGS = {"num_beams": "--beam", "num_return": "--nbest",
                  "max_source_length": "--max-source-length"}
 
 
-def _search_kwargs(args, **fields):
-    """`SearchConfig` fields from `--beam`, `--nbest`, `--length-penalty`, `--jit`
-    (and `fields`, e.g. export's `max_length`), checked by `SearchConfig`.
+def _search_config(args, **fields):
+    """The command's one `SearchConfig`, from `--beam`, `--nbest`, `--length-penalty`,
+    `--no-repeat-ngram-size`, `--jit` (and `fields`, e.g. export's `max_length`).
 
     Only what was given: the rest keeps `kerasseq.SearchConfig`'s defaults
     (beam search, 4 beams, `jit_compile="auto"`), the same as the Python API
     and `kerasseq export`. `--beam 1` is greedy search. `SearchConfig` is the
-    one validator: its message is reported with the flag that set the field,
-    before any model is loaded.
+    one validator: it checks the settings here, once, before any model is
+    loaded, and its message is reported with the flag that set the field. The
+    command hands this object on (`config=`) as it is.
     """
     fields.update(num_return=args.nbest, length_penalty=args.length_penalty,
                   no_repeat_ngram_size=args.no_repeat_ngram_size, ban_unk=args.ban_unk)
@@ -310,14 +310,13 @@ def _search_kwargs(args, **fields):
         search.update(method="beam", num_beams=args.beam)
     search["jit_compile"] = {"on": True, "off": False}.get(args.jit, "auto")
     try:
-        SearchConfig(**search)
+        return SearchConfig(**search)
     except ValueError as error:
         if (getattr(error, "field", None) == "num_return" and search.get("method") == "greedy"
                 and search["num_return"] > 1):
             raise CLIError(f"--nbest {search['num_return']} needs --beam N with "
                            f"N >= {search['num_return']} (--beam 1 is greedy search)") from None
         raise _flag_error(error, _SEARCH_FLAGS) from None
-    return search
 
 
 def load_saved_model_translator(path, args):
@@ -330,7 +329,7 @@ def load_saved_model_translator(path, args):
     given; `--nbest N` reads the first N columns of the `translate_nbest`
     signature; `--alignments` reads `translate_alignments`.
     """
-    _search_kwargs(args)  # checked as for a .keras model, before comparing with the export
+    _search_config(args)  # checked as for a .keras model, before comparing with the export
     nbest = args.nbest if args.nbest and args.nbest > 1 else None
     if args.alignments and nbest:
         raise CLIError("--alignments with a SavedModel gives the best translation's "
@@ -417,9 +416,9 @@ def load_ctranslate2_translator(path, args):
     if args.alignments:
         raise CLIError(f"{path!r} is a CTranslate2 export: --alignments needs a .keras model "
                        "or a SavedModel exported with --alignments")
-    search = _search_kwargs(args)
+    config = _search_config(args)
     try:
-        return CTranslate2Translator(path, **search).translate
+        return CTranslate2Translator(path, config).translate
     except ImportError as error:
         raise CLIError(str(error)) from None
     except ValueError as error:
@@ -433,16 +432,16 @@ def command_translate(args):
     elif is_ctranslate2_model(args.model_dir):
         translate = load_ctranslate2_translator(args.model_dir, args)
     else:
-        search = _search_kwargs(args)
+        config = _search_config(args)
         model = load_model(args.model_dir)
         which = _alignment_head_settings(args)
 
         def translate(texts):
             if not alignments:
-                return model.translate(texts, **search)
+                return model.translate(texts, config)
             try:
                 translations, links = model.translate(
-                    texts, return_alignments=True, **which, **search)
+                    texts, config, return_alignments=True, **which)
             except ValueError as error:
                 raise CLIError(str(error)) from None
             lines = []
@@ -467,17 +466,17 @@ def command_translate(args):
 
 
 def command_evaluate(args):
-    search = _search_kwargs(args)
-    search.pop("num_return", None)
+    g2p = args.dataset == "cmudict"
+    config = _search_config(args, batch_size=256 if g2p else 64)
     model = load_model(args.model_dir)
     _, references = load_pairs(args.dataset, args.split, args.limit,
                                args.on_bad_line)
     sources = list(references)
     check_vocabulary_match(model, sources, args)
-    if args.dataset == "cmudict":
-        rates = evaluate_g2p(model, sources, [references[w] for w in sources], verbose=1, **search)
+    if g2p:
+        rates = evaluate_g2p(model, sources, [references[w] for w in sources], config, verbose=1)
     else:
-        rates = evaluate_translation(model, sources, [references[s] for s in sources], **search)
+        rates = evaluate_translation(model, sources, [references[s] for s in sources], config)
     print(json.dumps({"split": args.split, **rates}))
 
 
@@ -509,9 +508,10 @@ def check_vocabulary_match(model, sources, args):
         )
 
 
-def evaluate_translation(model, sources, references, batch_size=64, **search):
-    """Corpus BLEU and chrF (sacreBLEU) of the model's translations, with a progress bar."""
-    hypotheses = model.translate(sources, batch_size=batch_size, verbose=1, **search)
+def evaluate_translation(model, sources, references, config):
+    """Corpus BLEU and chrF (sacreBLEU) of the translations with the `SearchConfig`
+    `config`, with a progress bar."""
+    hypotheses = model.translate(sources, config, verbose=1)
     return {"bleu": corpus_bleu(hypotheses, references),
             "chrf": corpus_chrf(hypotheses, references), "sentences": len(sources)}
 
@@ -520,7 +520,8 @@ def command_export_ctranslate2(args):
     """`kerasseq export MODEL DIR --format ctranslate2 [--quantization TYPE]`."""
     given = [flag for flag, value in (
         ("--beam", args.beam), ("--nbest", args.nbest), ("--length-penalty", args.length_penalty),
-        ("--no-repeat-ngram-size", args.no_repeat_ngram_size), ("--max-length", args.max_length),
+        ("--no-repeat-ngram-size", args.no_repeat_ngram_size), ("--ban-unk", args.ban_unk or None),
+        ("--max-length", args.max_length),
         ("--max-source-length", args.max_source_length), ("--alignments", args.alignments or None),
         ("--jit", None if args.jit == "auto" else args.jit)) if value is not None]
     if given:
@@ -547,7 +548,7 @@ def command_export(args):
         return command_export_ctranslate2(args)
     if args.quantization is not None:
         raise CLIError("--quantization applies to --format ctranslate2")
-    search = _search_kwargs(args, max_length=args.max_length,
+    config = _search_config(args, max_length=args.max_length,
                             max_source_length=args.max_source_length)
     which = _alignment_head_settings(args)
     if which and not args.alignments:
@@ -555,13 +556,14 @@ def command_export(args):
                        "--alignments; pass --alignments too")
     model = load_model(args.model_dir)
     try:
-        path = export_translator(model, args.export_dir, overwrite=args.overwrite,
-                                 alignments=args.alignments, **which, **search)
+        # --nbest names translate_nbest's columns (default: every beam, make_translator)
+        nbest = {} if args.nbest is None else {"num_return": config.num_return}
+        path = export_translator(model, args.export_dir, config, overwrite=args.overwrite,
+                                 alignments=args.alignments, **which, **nbest)
     except FileExistsError as error:
         raise CLIError(str(error)) from None
     except ValueError as error:  # a model's own search limit, --alignments without attention
         raise _flag_error(error, _SEARCH_FLAGS) from None
-    config = SearchConfig(**search)
     signatures = ("serving_default (text -> translation, score), "
                   "translate_nbest (text -> translations, scores)")
     if args.alignments:
@@ -602,8 +604,7 @@ def command_average(args):
     if os.path.exists(args.output) and not args.overwrite:
         raise CLIError(f"{args.output!r} already exists; pass --overwrite to replace it")
     paths = average_inputs(args.checkpoints, args.last)
-    model = average_checkpoints(paths)
-    save_model_atomically(model, args.output)
+    average_checkpoints(paths, output=args.output)
     print(f"averaged {len(paths)} checkpoint(s) into {args.output}:")
     for path in paths:
         print(f"  {path}")

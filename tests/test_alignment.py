@@ -18,12 +18,11 @@ from kerasseq.alignment import (
     attention_heads,
     diagonal_links,
     links_from_weights,
-    merge_pieces,
-    select_heads,
     symmetrize,
     target_word_hit_rate,
     word_starts,
 )
+from kerasseq.alignment.merge import merge_pieces, select_heads
 from kerasseq.data import END_ID, WordPieceTextTokenizer, make_dataset
 from kerasseq.data.sword import split_words
 from kerasseq.models import build_rnn_seq2seq, build_transformer_seq2seq

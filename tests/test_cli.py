@@ -273,6 +273,8 @@ ARGPARSE_ERRORS = [
      "argument --label-smoothing: expected a finite number in [0, 1), got '1'", "kerasseq train"),
     (["translate", "/tmp/x", "cat", "--beam", "two"],
      "argument --beam: invalid int value: 'two'", "kerasseq translate"),
+    (["evaluate", "/tmp/x", "--nbest", "2"], "unrecognized arguments: --nbest 2",
+     "kerasseq evaluate"),  # evaluate scores one translation per text
     (["frobnicate"], "argument command: invalid choice: 'frobnicate'", "kerasseq"),
     ([], "the following arguments are required: command", "kerasseq"),
 ]
@@ -306,8 +308,10 @@ SEARCH_ERRORS = [
     (["translate", "/tmp/x", "cat", "--no-repeat-ngram-size", "-1"],
      "--no-repeat-ngram-size: no_repeat_ngram_size must be >= 0. Received: "
      "no_repeat_ngram_size=-1"),
-    (["evaluate", "/tmp/x", "--nbest", "0"],
+    (["translate", "/tmp/x", "cat", "--nbest", "0"],
      "--nbest: num_return must be >= 1. Received: num_return=0"),
+    (["evaluate", "/tmp/x", "--beam", "0"],
+     "--beam: num_beams must be >= 1. Received: num_beams=0"),
     (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-length", "0"],
      "--max-length: max_length must be >= 1. Received: max_length=0"),
     (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-source-length", "-3"],
@@ -673,3 +677,44 @@ def test_train_writes_tensorboard_logs(trained_dir):
                                                                 rel=1e-5)
         assert 0.0 <= validation["epoch_dev_wer"][epoch] <= 1.0
     assert "dev_wer" not in history
+
+
+def test_translate_hands_its_one_search_config_to_the_translator(tmp_path, monkeypatch, capsys):
+    """`kerasseq translate --beam 2`: the command builds one `SearchConfig`, checks it
+    once (one `__post_init__` in the whole command) and the `Translator` gets that
+    object as `config=`, with no field overrides; the search runs with it, its
+    `max_length` filled in from the model's."""
+    from kerasseq import translator as translator_module
+    from kerasseq.data import TextTokenizer
+    from kerasseq.decoding.config import SearchConfig
+    from kerasseq.models import build_rnn_seq2seq
+    from kerasseq_cli import main
+
+    words = TextTokenizer.from_texts(WORDS, split="character")
+    phonemes = TextTokenizer.from_texts(["K AE T", "D AO G"], split="whitespace")
+    model = build_rnn_seq2seq(embedding_dim=4, units=8, source_tokenizer=words,
+                              target_tokenizer=phonemes, max_target_length=6)
+    path = str(tmp_path / "tiny.keras")
+    model.save(path)
+
+    checks, received = [], []
+    post_init = SearchConfig.__post_init__
+    monkeypatch.setattr(SearchConfig, "__post_init__",
+                        lambda self: (checks.append(self), post_init(self))[1])
+    init = translator_module.Translator.__init__
+
+    def spy(self, model, config=None, **overrides):
+        received.append((config, overrides))
+        init(self, model, config, **overrides)
+        received.append(self)
+
+    monkeypatch.setattr(translator_module.Translator, "__init__", spy)
+    capsys.readouterr()
+    assert main(["translate", path, *WORDS, "--beam", "2", "--length-penalty", "0.5"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(WORDS)
+    assert len(checks) == 1  # the command's own SearchConfig, and nothing else
+    (config, overrides), translator = received
+    assert config is checks[0] and overrides == {}
+    assert (config.method, config.num_beams, config.length_penalty) == ("beam", 2, 0.5)
+    assert translator.config is config and config.max_length is None
+    assert translator._search_config.max_length == translator.max_length == 6

@@ -21,8 +21,8 @@ from kerasseq.alignment import (
     align_texts,
     attention_heads,
     default_alignment_head,
-    word_links_to_pieces,
 )
+from kerasseq.alignment.references import word_links_to_pieces
 from kerasseq.data import TextTokenizer, WordPieceTextTokenizer, make_dataset
 from kerasseq.models import build_transformer_seq2seq
 from kerasseq.training import MaskedSparseCategoricalCrossentropy, guided_alignment_loss

@@ -17,6 +17,7 @@ TensorFlow: tests/test_cli.py checks `--help`.
 import ast
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -210,3 +211,40 @@ def test_one_address_per_public_class():
                 listed = {element.value for element in node.value.elts}
                 foreign = {name for name, home in defining.items() if home != module}
                 assert not listed & foreign, (module, listed & foreign)
+
+
+def test_cli_imports_no_private_kerasseq_module():
+    """`kerasseq_cli` uses kerasseq's public names only: no `kerasseq._*` module,
+    at module level or inside a function."""
+    for path in (PACKAGE.parent / "kerasseq_cli").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            modules += ([f"{node.module}.{alias.name}" for alias in node.names]
+                        if isinstance(node, ast.ImportFrom) and node.module else [])
+            private = [name for name in modules
+                       if name.startswith("kerasseq.") and any(
+                           part.startswith("_") for part in name.split(".")[1:])]
+            assert not private, (path.name, node.lineno, private)
+
+
+def test_every_public_name_is_documented_on_a_page():
+    """Each `__all__` of the package, and each public module of `kerasseq.__all__`
+    has one, lists names that a page of docs/ (besides the design notes) uses."""
+    pages = "\n".join(page.read_text(encoding="utf-8") for page in
+                      (PACKAGE.parent / "docs").rglob("*.md") if page.name != "design.md")
+    for name in kerasseq.__all__:
+        module = getattr(kerasseq, name)
+        if isinstance(module, type(kerasseq)):
+            assert isinstance(getattr(module, "__all__", None), list), name
+    listed = 0
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(
+                    getattr(target, "id", None) == "__all__" for target in node.targets):
+                names = [element.value for element in node.value.elts]
+                listed += len(names)
+                undocumented = [name for name in names
+                                if not re.search(rf"\b{re.escape(name)}\b", pages)]
+                assert not undocumented, (str(path.relative_to(PACKAGE.parent)), undocumented)
+    assert listed > 100

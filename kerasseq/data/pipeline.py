@@ -12,7 +12,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from kerasseq._buckets import smallest_edge, training_length_edges
+from kerasseq._buckets import pad_rows, smallest_edge, training_length_edges
 from kerasseq._validation import check_int, check_positive_int
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
 
@@ -73,18 +73,21 @@ def join_inputs(source_ids, target_in_ids, alignment_links=None):
 def pad_batch(inputs, target_out, rows, length=None):
     """A teacher-forcing batch padded to `rows` rows and, optionally, `length` columns.
 
-    The extra rows are *neutral*: source `[END_ID, PAD_ID, ...]`, target
-    input `[START_ID, PAD_ID, ...]`, target output all `PAD_ID` and no
-    alignment link. A neutral row has no real target token, so it adds
-    nothing to `MaskedSparseCategoricalCrossentropy` (its gradient is
-    exactly zero), to `MaskedTokenAccuracy` or to the guided alignment loss;
-    its one-token source keeps attention well defined. Extra columns are
-    `PAD_ID`, which every kerasseq model masks. So the batch's loss and
-    gradients are those of its real rows, whatever the padding.
+    The extra rows are *neutral*: their source and target input repeat row 0
+    (`kerasseq._buckets.pad_rows`, the one rule for rows added to a batch,
+    which the `Translator` follows too), their target output is all `PAD_ID`
+    and they have no alignment link. A neutral row has no real target token,
+    so it adds nothing to `MaskedSparseCategoricalCrossentropy` (its gradient
+    is exactly zero), to `MaskedTokenAccuracy` or to the guided alignment
+    loss; its inputs are a real example's, so attention stays well defined.
+    Extra columns are `PAD_ID`, which every kerasseq model masks. So the
+    batch's loss and gradients are those of its real rows, whatever the
+    padding; `without_neutral_rows` takes the neutral rows out again.
 
     Args:
         inputs: a batch's inputs, as `make_dataset` gives them
-            (`(source_ids, target_in_ids)` or the guided dict).
+            (`(source_ids, target_in_ids)` or the guided dict), with at
+            least one row.
         target_out: int32 `(batch_size, target_length)`.
         rows: int or int32 scalar tensor, >= `batch_size`.
         length: optional int or int32 scalar tensor, >= every column count
@@ -103,25 +106,40 @@ def pad_batch(inputs, target_out, rows, length=None):
         checks.append(tf.debugging.assert_greater_equal(
             length, longest, message="pad_batch: length must be >= the batch's column counts"))
     with tf.control_dependencies(checks):
-        count = tf.identity(count)
+        count, rows = tf.identity(count), tf.identity(rows)
 
-    def padded(ids, first_id=None, columns=length):
-        if columns is not None:
-            ids = tf.pad(ids, [[0, 0], [0, columns - tf.shape(ids)[1]]], constant_values=PAD_ID)
-        filler = tf.zeros([count, tf.shape(ids)[1]], ids.dtype)  # (count, length)
-        if first_id is not None:
-            filler = tf.concat([tf.fill([count, 1], tf.cast(first_id, ids.dtype)), filler[:, 1:]],
-                               axis=1)
-        return tf.concat([ids, filler], axis=0)  # (rows, length)
+    def columns(ids):
+        if length is None:
+            return ids
+        return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]], constant_values=PAD_ID)
 
-    if links is not None:  # (batch_size, target_length, source_length); neutral rows: no link
+    def no_label(tensor):  # (rows, ...): zeros appended, PAD_ID / no link
+        zeros = tf.zeros(tf.concat([[count], tf.shape(tensor)[1:]], 0), tensor.dtype)
+        return tf.concat([tensor, zeros], axis=0)
+
+    if links is not None:  # (batch_size, target_length, source_length)
         if length is not None:
             links = tf.pad(links, [[0, 0], [0, length - tf.shape(links)[1]],
                                    [0, length - tf.shape(links)[2]]])
-        links = tf.concat([links, tf.zeros(tf.concat([[count], tf.shape(links)[1:]], 0),
-                                           links.dtype)], axis=0)
-    return (join_inputs(padded(source_ids, END_ID), padded(target_in, START_ID), links),
-            padded(target_out))
+        links = no_label(links)
+    return (join_inputs(pad_rows(columns(source_ids), rows), pad_rows(columns(target_in), rows),
+                        links),
+            no_label(columns(target_out)))
+
+
+def without_neutral_rows(batch):
+    """A teacher-forcing batch `((source, target_in), target_out)` of NumPy
+    arrays less its neutral rows (`pad_batch`: labels all `PAD_ID`, which no
+    real example has, for its labels end with `[END]`); anything else as it is."""
+    if not (isinstance(batch, tuple) and len(batch) == 2
+            and isinstance(batch[0], tuple) and len(batch[0]) == 2):
+        return batch
+    (source, target_in), target_out = batch
+    if not (np.ndim(source) == np.ndim(target_out) == 2 and len(source) == len(target_out)
+            and np.asarray(target_out).dtype.kind in "iu"):
+        return batch
+    real = np.any(np.asarray(target_out) != PAD_ID, axis=1)  # (batch_size,)
+    return (source[real], target_in[real]), target_out[real]
 
 
 def _example_length(inputs, target_out):
@@ -179,7 +197,7 @@ def _encoded_lengths(tokenizer, texts):
 def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuffle=True,
                  seed=None, bucket_boundaries=None, max_source_length=None,
                  max_target_length=None, drop_remainder=False, cache=True, alignments=None,
-                 fixed_shapes=True):
+                 fixed_shapes=True, batch_multiple=1):
     """Build a training / evaluation dataset of teacher-forcing batches.
 
     Texts are tokenized with `source_tokenizer` / `target_tokenizer` (tokens
@@ -200,6 +218,13 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     less padding, one shape per batch, which pays only where `fit` runs
     without XLA (`kerasseq train` passes `fixed_shapes=model.jit_compile`;
     `benchmarks/fit_compiles.py`).
+
+    Batch rows (`batch_multiple`): every batch's row count is a multiple of
+    `batch_multiple`, neutral rows completing it. A `tf.distribute` strategy
+    splits each batch over its replicas, and Keras 3.15 fails on a first
+    batch that does not split evenly
+    (`kerasseq.training.distribute.pad_batches_to_multiple` explains why), so
+    `TrainingRun.datasets` passes the strategy's `num_replicas_in_sync`.
 
     Args:
         pairs: list of `(source_text, target_text)` str pairs.
@@ -232,6 +257,9 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
             one entry per pair, `(target_piece, source_piece)` int pairs
             indexing the pieces of the encoded target and source, from 0
             (`kerasseq.alignment.reference_alignments` makes them).
+        fixed_shapes: bool, see "Batch shapes" above.
+        batch_multiple: int >= 1, see "Batch rows" above (1: no rows added
+            beyond `fixed_shapes`' own).
 
     Returns:
         `tf.data.Dataset` of `((source_ids, target_in_ids), target_out_ids)`,
@@ -256,10 +284,11 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     >>> (source_ids, target_in), target_out = next(iter(make_dataset(pairs, source, target,
     ...                                                              batch_size=2)))
     >>> source_ids.numpy().tolist(), target_in.numpy().tolist(), target_out.numpy().tolist()
-    ([[5, 4, 6, 0], [3, 0, 0, 0]], [[2, 5, 4, 6], [2, 0, 0, 0]], [[5, 4, 6, 3], [0, 0, 0, 0]])
+    ([[5, 4, 6, 0], [5, 4, 6, 0]], [[2, 5, 4, 6], [2, 5, 4, 6]], [[5, 4, 6, 3], [0, 0, 0, 0]])
     """
     pairs = _check_pairs(pairs)
     _check_batch_size(batch_size)
+    batch_multiple = check_positive_int("batch_multiple", batch_multiple)
     for name, value in (("max_source_length", max_source_length),
                         ("max_target_length", max_target_length)):
         if value is not None:
@@ -349,14 +378,18 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
             element_length_func=_example_length, bucket_boundaries=boundaries,
             bucket_batch_sizes=[batch_size] * (len(boundaries) + 1), padding_values=PAD_ID,
             drop_remainder=drop_remainder)
-    if fixed_shapes:
-        def to_fixed_shape(inputs, target_out):
-            source_ids, _, _ = split_inputs(inputs)
-            length = smallest_edge(edges, tf.maximum(tf.shape(source_ids)[1],
-                                                     tf.shape(target_out)[1]))
-            return pad_batch(inputs, target_out, batch_size, length)
+    if fixed_shapes or batch_multiple > 1:
+        def to_batch_shape(inputs, target_out):
+            rows = batch_size if fixed_shapes else tf.shape(target_out)[0]
+            rows += (-rows) % batch_multiple  # the next multiple of batch_multiple
+            length = None
+            if fixed_shapes:
+                source_ids, _, _ = split_inputs(inputs)
+                length = smallest_edge(edges, tf.maximum(tf.shape(source_ids)[1],
+                                                         tf.shape(target_out)[1]))
+            return pad_batch(inputs, target_out, rows, length)
 
-        dataset = dataset.map(_unconverted(to_fixed_shape), num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(_unconverted(to_batch_shape), num_parallel_calls=tf.data.AUTOTUNE)
     batches = _number_of_batches(lengths[kept], boundaries, batch_size, drop_remainder)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -93,7 +93,7 @@ def beam_search(
     `max_length`) to the finished set and keeps the best `num_beams` others
     alive. A finished hypothesis never takes more tokens. A row stops when
 
-        max alive log P / lp(max_length) <= s of its num_return-th finished
+        max alive log P / lp(max_length) < s of its num_return-th finished
 
     (future tokens only lower log P, lp grows with the length for alpha >= 0,
     and cp <= 0), and the loop stops when every row stopped. Rows where
@@ -166,10 +166,10 @@ def beam_search(
                           max_length=max_length, min_length=min_length,
                           length_penalty=length_penalty, coverage_penalty=coverage_penalty,
                           no_repeat_ngram_size=no_repeat_ngram_size)
-    _check_shared_state(shared_state, state)  # before anything is traced
+    settings = _beam_settings(config, end_id, shared_state, state)  # before anything is traced
 
     def loop(start_tokens, state):
-        return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state)
+        return _search(step_fn, settings, start_tokens, state)
 
     token_ids, scores, lengths, log_probs = _common.run_loop(
         loop, state, batch_size, start_id, jit_compile)
@@ -191,6 +191,12 @@ def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=
         `(token_ids, scores, lengths, log_probs)` as `beam_search` with
         `return_log_probs=True`.
     """
+    return _search(step_fn, _beam_settings(config, end_id, shared_state, state),
+                   start_tokens, state)
+
+
+def _beam_settings(config, end_id, shared_state, state):
+    """The `_BeamSettings` of a `SearchConfig`, checked against the model's `state`."""
     if config.coverage_penalty > 0 and _common.ATTENTION_WEIGHTS not in state:
         raise ValueError(
             "coverage_penalty > 0 needs a model that reports attention weights: "
@@ -199,13 +205,12 @@ def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=
             f"coverage_penalty={config.coverage_penalty} and a state with keys "
             f"{sorted(state)}"
         )
-    settings = _BeamSettings(
+    return _BeamSettings(
         end_id=end_id, num_beams=config.num_beams, max_length=config.max_length,
         min_length=config.min_length, length_penalty=float(config.length_penalty),
         coverage_penalty=float(config.coverage_penalty), num_return=config.num_return,
         shared_state=_check_shared_state(shared_state, state),
         no_repeat_ngram_size=config.no_repeat_ngram_size)
-    return _search(step_fn, settings, start_tokens, state)
 
 
 # The settings the loop reads, as plain Python values (a SearchConfig may hold
@@ -271,37 +276,37 @@ def coverage_penalty_term(coverage, source_mask, beta):
 # --------------------------------------------------------------------------
 
 
-def _search(step_fn, config, start_tokens, state):
+def _search(step_fn, settings, start_tokens, state):
     """Run the whole search inside one `tf.while_loop`; see `beam_search`."""
     batch_size = _common.num_rows(start_tokens)
-    num_beams = config.num_beams
+    num_beams = settings.num_beams
     state = {
-        name: tensor if name in config.shared_state  # (batch_size, ...): one copy per row
+        name: tensor if name in settings.shared_state  # (batch_size, ...): one copy per row
         else tf.repeat(tensor, num_beams, axis=0)  # (batch_size * num_beams, ...)
         for name, tensor in state.items()
     }
-    beams = _initial_beams(config, start_tokens, state)
+    beams = _initial_beams(settings, start_tokens, state)
 
     def keep_going(beams, state):
         return tf.logical_not(tf.reduce_all(beams.row_done))
 
     def advance(beams, state):
-        return _beam_step(step_fn, config, batch_size, beams, state)
+        return _beam_step(step_fn, settings, batch_size, beams, state)
 
     beams, _ = tf.while_loop(
-        keep_going, advance, (beams, state), maximum_iterations=config.max_length
+        keep_going, advance, (beams, state), maximum_iterations=settings.max_length
     )
-    return _best_hypotheses(config, beams)
+    return _best_hypotheses(settings, beams)
 
 
-def _initial_beams(config, start_tokens, state):
+def _initial_beams(settings, start_tokens, state):
     """Beam 0 of every row holds the empty hypothesis; other slots are empty."""
     batch_size, num_beams, max_length = (
-        _common.num_rows(start_tokens), config.num_beams, config.max_length
+        _common.num_rows(start_tokens), settings.num_beams, settings.max_length
     )
     first_beam = tf.equal(tf.range(num_beams), 0)  # (num_beams,)
     alive_log_probs = tf.where(first_beam, 0.0, _common.NEG_INF)  # (num_beams,)
-    if config.coverage_penalty > 0:
+    if settings.coverage_penalty > 0:
         source_length = state[_common.ATTENTION_WEIGHTS].shape[-1]
     else:
         source_length = 1
@@ -321,34 +326,34 @@ def _initial_beams(config, start_tokens, state):
     )
 
 
-def _beam_step(step_fn, config, batch_size, beams, state):
+def _beam_step(step_fn, settings, batch_size, beams, state):
     """One step: expand, split candidates into finished and alive, check stop."""
-    num_beams = config.num_beams
+    num_beams = settings.num_beams
     logits, new_state = step_fn(beams.alive_tokens, state, beams.step)
     log_probs = _common.log_probs_float32(logits)  # (batch_size * num_beams, vocab_size)
-    log_probs = _common.forbid_end(log_probs, config.end_id, beams.step, config.min_length)
-    vocab_size, max_length = log_probs.shape[-1], config.max_length
+    log_probs = _common.forbid_end(log_probs, settings.end_id, beams.step, settings.min_length)
+    vocab_size, max_length = log_probs.shape[-1], settings.max_length
     log_probs = _common.ban_repeated_ngrams(  # each beam's own tokens
         log_probs, tf.reshape(beams.alive_sequences, [-1, max_length]), beams.step,
-        config.no_repeat_ngram_size)
+        settings.no_repeat_ngram_size)
     log_probs = tf.reshape(log_probs, [batch_size, num_beams, vocab_size])
     # (batch_size, num_beams, vocab_size)
-    candidates = _top_candidates(beams, log_probs, config)
+    candidates = _top_candidates(beams, log_probs, settings)
 
     coverage = beams.alive_coverage
-    if config.coverage_penalty > 0:
+    if settings.coverage_penalty > 0:
         attention = tf.cast(new_state[_common.ATTENTION_WEIGHTS], tf.float32)
         coverage = coverage + attention  # (batch_size * num_beams, source_length)
     source_mask = new_state.get(_common.SOURCE_MASK)
-    if source_mask is not None and _common.SOURCE_MASK in config.shared_state:
+    if source_mask is not None and _common.SOURCE_MASK in settings.shared_state:
         source_mask = tf.repeat(source_mask, num_beams, axis=0)  # (batch_size * num_beams, ...)
 
-    finished = _update_finished(config, beams, candidates, coverage, source_mask)
-    alive_order, alive_log_probs = _select_alive(config, candidates)
+    finished = _update_finished(settings, beams, candidates, coverage, source_mask)
+    alive_order, alive_log_probs = _select_alive(settings, candidates)
     flat_parents = _flat_indices(
         tf.gather(candidates.parents, alive_order, batch_dims=1), num_beams
     )  # (batch_size * num_beams,)
-    for name in config.shared_state:
+    for name in settings.shared_state:
         if new_state[name] is not state[name]:
             raise ValueError(
                 f"step_fn changed the shared state tensor {name!r}; shared_state may only "
@@ -371,7 +376,7 @@ def _beam_step(step_fn, config, batch_size, beams, state):
         # (batch_size * num_beams, source_length)
         **finished,
     )
-    return beams._replace(row_done=_rows_done(config, beams)), new_state
+    return beams._replace(row_done=_rows_done(settings, beams)), new_state
 
 
 def _reorder(tensor, previous, flat_parents):
@@ -393,7 +398,7 @@ _Candidates = collections.namedtuple(
 )
 
 
-def _top_candidates(beams, log_probs, config):
+def _top_candidates(beams, log_probs, settings):
     """Best `2 * num_beams` (beam, token) extensions per row by log-probability.
 
     Returns:
@@ -414,7 +419,7 @@ def _top_candidates(beams, log_probs, config):
     tokens = top_indices % vocab_size  # (batch_size, 2 * num_beams)
     parent_sequences = tf.gather(beams.alive_sequences, parents, batch_dims=1)
     # (batch_size, 2 * num_beams, max_length)
-    written = tf.where(tf.equal(tokens, config.end_id), 0, tokens)  # end is never stored
+    written = tf.where(tf.equal(tokens, settings.end_id), 0, tokens)  # end is never stored
     sequences = _common.write_token(parent_sequences, beams.step, written)
     return _Candidates(top_log_probs, parents, tokens, sequences)
 
@@ -436,29 +441,29 @@ def _flat_indices(parents, num_beams):
     return tf.reshape(parents + row_offsets, [-1])  # (batch_size * n,)
 
 
-def _update_finished(config, beams, candidates, coverage, source_mask):
+def _update_finished(settings, beams, candidates, coverage, source_mask):
     """Merge the candidates that end (or hit `max_length`) into the finished set.
 
     Returns:
         A dict of the four `finished_*` fields of `BeamState`.
     """
     step = beams.step
-    is_end = tf.equal(candidates.tokens, config.end_id)  # (batch_size, 2 * num_beams)
-    is_last_step = tf.equal(step, config.max_length - 1)
+    is_end = tf.equal(candidates.tokens, settings.end_id)  # (batch_size, 2 * num_beams)
+    is_last_step = tf.equal(step, settings.max_length - 1)
     finishes = tf.logical_or(is_end, is_last_step)
     finishes = tf.logical_and(finishes, candidates.log_probs > _common.NEG_INF)
     finishes = tf.logical_and(finishes, tf.logical_not(beams.row_done)[:, None])
 
     # |Y| counts the end token, so every candidate created now has length step + 1.
-    scores = candidates.log_probs / length_penalty_factor(step + 1, config.length_penalty)
-    if config.coverage_penalty > 0:
-        scores += _candidate_coverage_term(config, candidates, coverage, source_mask)
+    scores = candidates.log_probs / length_penalty_factor(step + 1, settings.length_penalty)
+    if settings.coverage_penalty > 0:
+        scores += _candidate_coverage_term(settings, candidates, coverage, source_mask)
     scores = tf.where(finishes, scores, _common.NEG_INF)  # (batch_size, 2 * num_beams)
     lengths = step + tf.cast(tf.logical_not(is_end), tf.int32)  # (batch_size, 2 * num_beams)
 
     merged_scores = tf.concat([beams.finished_scores, scores], axis=1)
     # (batch_size, 3 * num_beams)
-    finished_scores, order = tf.math.top_k(merged_scores, k=config.num_beams)
+    finished_scores, order = tf.math.top_k(merged_scores, k=settings.num_beams)
     # (batch_size, num_beams)
 
     def keep(old, new):
@@ -474,40 +479,40 @@ def _update_finished(config, beams, candidates, coverage, source_mask):
     )
 
 
-def _candidate_coverage_term(config, candidates, coverage, source_mask):
+def _candidate_coverage_term(settings, candidates, coverage, source_mask):
     """cp(X; Y) for every candidate, from its parent's summed attention.
 
     Returns:
         float32 `(batch_size, 2 * num_beams)`.
     """
     num_candidates = candidates.parents.shape[1]
-    flat_parents = _flat_indices(candidates.parents, config.num_beams)
+    flat_parents = _flat_indices(candidates.parents, settings.num_beams)
     # (batch_size * 2 * num_beams,)
     candidate_coverage = tf.gather(coverage, flat_parents)
     # (batch_size * 2 * num_beams, source_length)
     if source_mask is not None:
         source_mask = tf.gather(source_mask, flat_parents)
         # (batch_size * 2 * num_beams, source_length)
-    term = coverage_penalty_term(candidate_coverage, source_mask, config.coverage_penalty)
+    term = coverage_penalty_term(candidate_coverage, source_mask, settings.coverage_penalty)
     return tf.reshape(term, [-1, num_candidates])  # (batch_size, 2 * num_beams)
 
 
-def _select_alive(config, candidates):
+def _select_alive(settings, candidates):
     """Best `num_beams` candidates that did not emit the end token.
 
     Returns:
         `(order, log_probs)`: int32 and float32 `(batch_size, num_beams)`,
         `order` indexing the candidate axis.
     """
-    is_end = tf.equal(candidates.tokens, config.end_id)
+    is_end = tf.equal(candidates.tokens, settings.end_id)
     alive_log_probs = tf.where(is_end, _common.NEG_INF, candidates.log_probs)
     # (batch_size, 2 * num_beams)
-    log_probs, order = tf.math.top_k(alive_log_probs, k=config.num_beams)
+    log_probs, order = tf.math.top_k(alive_log_probs, k=settings.num_beams)
     # (batch_size, num_beams)
     return order, log_probs
 
 
-def _rows_done(config, beams):
+def _rows_done(settings, beams):
     """Rows whose best alive beam cannot beat their `num_return`-th finished one.
 
     With alpha >= 0, log P <= 0 only falls as tokens are added and lp grows
@@ -518,26 +523,26 @@ def _rows_done(config, beams):
         bool `(batch_size,)`.
     """
     best_possible = beams.alive_log_probs[:, 0] / length_penalty_factor(
-        config.max_length, config.length_penalty
+        settings.max_length, settings.length_penalty
     )  # (batch_size,)
-    kept_worst = beams.finished_scores[:, config.num_return - 1]  # (batch_size,)
+    kept_worst = beams.finished_scores[:, settings.num_return - 1]  # (batch_size,)
     cannot_improve = tf.logical_or(
         kept_worst > best_possible, tf.equal(best_possible, _common.NEG_INF)
     )
     return tf.logical_or(beams.row_done, cannot_improve)
 
 
-def _best_hypotheses(config, beams):
+def _best_hypotheses(settings, beams):
     """The `num_return` best finished hypotheses; alive beams for empty rows.
 
     Returns:
         `(token_ids, scores, lengths, log_probs)` with shapes
         `(batch_size, num_return, max_length)`, `(batch_size, num_return)` x3.
     """
-    num_return = config.num_return
+    num_return = settings.num_return
     has_finished = beams.finished_scores[:, 0] > _common.NEG_INF  # (batch_size,)
     alive_scores = beams.alive_log_probs / length_penalty_factor(
-        beams.step, config.length_penalty
+        beams.step, settings.length_penalty
     )  # (batch_size, num_beams)
     alive_lengths = tf.fill(tf.shape(beams.alive_log_probs), beams.step)
 

@@ -11,6 +11,7 @@ Its public addresses are `kerasseq.SearchConfig` and
 `kerasseq.decoding.SearchConfig`; kerasseq's own modules import it from here.
 """
 
+import copy
 import dataclasses
 import math
 import numbers
@@ -38,6 +39,12 @@ def _check_finite_non_negative(name, value):
     if not _is_real(value) or not value >= 0 or not math.isfinite(value):
         raise SearchConfigError(name, f"{name} must be a finite float >= 0. "
                                       f"Received: {name}={value!r}")
+
+
+def _check_min_length(min_length, max_length):
+    if min_length > max_length:
+        raise SearchConfigError("min_length", f"min_length must be <= max_length={max_length}. "
+                                              f"Received: min_length={min_length}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,12 +165,8 @@ class SearchConfig:
         if self.max_length is not None:
             self._check_int("max_length", 1)
         self._check_int("min_length", 0)
-        if self.max_length is not None and self.min_length > self.max_length:
-            raise SearchConfigError(
-                "min_length",
-                f"min_length must be <= max_length={self.max_length}. "
-                f"Received: min_length={self.min_length}"
-            )
+        if self.max_length is not None:
+            _check_min_length(self.min_length, self.max_length)
         if not _is_real(self.temperature) or not self.temperature > 0 or not math.isfinite(self.temperature):
             raise SearchConfigError("temperature", f"temperature must be a float > 0. Received: temperature={self.temperature!r}")
         self._check_int("top_k", 0)
@@ -241,6 +244,25 @@ class SearchConfig:
     def replace(self, **kwargs):
         """A copy with some fields replaced (checked again)."""
         return SearchConfig.from_kwargs(self, **kwargs)
+
+    def with_max_length(self, max_length):
+        """A copy with `max_length` set, checking that field alone.
+
+        The other fields were checked when this config was made. The
+        `Translator` fills in a model's `max_target_length` with it, and a
+        batch's own limit under `max_length_a`.
+
+        Raises:
+            SearchConfigError: `max_length` is not an int >= 1 and >= `min_length`.
+        """
+        try:
+            max_length = check_int("max_length", max_length, 1)
+        except ArgumentError as error:
+            raise SearchConfigError("max_length", str(error)) from None
+        _check_min_length(self.min_length, max_length)
+        resolved = copy.copy(self)  # no __post_init__: nothing else to check
+        object.__setattr__(resolved, "max_length", max_length)
+        return resolved
 
     @property
     def effective_num_beams(self):

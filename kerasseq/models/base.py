@@ -20,6 +20,7 @@ import weakref
 import keras
 import tensorflow as tf
 
+from kerasseq.data.tokenizer import END_ID, START_ID
 from kerasseq.training import distribute
 from kerasseq.translator import get_translator
 
@@ -325,11 +326,11 @@ class Seq2SeqModel(keras.Model):
 
     @property
     def start_id(self):
-        return self.target_tokenizer.start_id if self.target_tokenizer is not None else 2
+        return self.target_tokenizer.start_id if self.target_tokenizer is not None else START_ID
 
     @property
     def end_id(self):
-        return self.target_tokenizer.end_id if self.target_tokenizer is not None else 3
+        return self.target_tokenizer.end_id if self.target_tokenizer is not None else END_ID
 
     def trim_source_ids(self, source_ids):
         """Hook for models with a maximum source length (identity here).

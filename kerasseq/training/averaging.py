@@ -123,7 +123,7 @@ def epoch_checkpoints(directory, last=None):
     return paths
 
 
-def average_checkpoints(paths):
+def average_checkpoints(paths, output=None):
     """A model whose weights are the element-wise mean of `.keras` checkpoints.
 
     theta = (1/n) sum_i theta_i, for every weight of the model (computed in
@@ -142,6 +142,10 @@ def average_checkpoints(paths):
     Args:
         paths: a non-empty list of `.keras` file paths (str or path-like),
             e.g. `epoch_checkpoints(run_dir + "/checkpoints", last=5)`.
+        output: optional `.keras` path: the averaged model is also saved
+            there, through a temporary file renamed into place (a killed
+            process leaves the previous file or none, never half of one;
+            `kerasseq average` uses it).
 
     Returns:
         The model of `paths[0]` with the averaged weights.
@@ -179,6 +183,8 @@ def average_checkpoints(paths):
     for weight, total in zip(first.weights, sums, strict=True):
         if total is not None:
             weight.assign((total / len(paths)).astype(np.dtype(weight.dtype)))
+    if output is not None:
+        save_model_atomically(first, os.fspath(output))
     return first
 
 

@@ -31,7 +31,7 @@ import os
 import keras
 import tensorflow as tf
 
-from kerasseq._validation import check_positive_int
+from kerasseq._validation import ArgumentError, check_positive_int
 from kerasseq.data.pipeline import pad_batch
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker")
@@ -93,6 +93,26 @@ def get_strategy(name="auto", devices=None, collective_timeout=None):
     return tf.distribute.get_strategy()
 
 
+def check_global_batch_size(batch_size, replicas, name="batch_size"):
+    """`batch_size` as an int, checked to be a global batch for `replicas` replicas.
+
+    A strategy splits each global batch evenly over its replicas, so the
+    batch size must be a positive multiple of their number: the one check of
+    `kerasseq train --batch-size`, `TrainingRun.datasets` and
+    `sharded_dataset_fn`.
+
+    Raises:
+        ArgumentError: not an int, < 1 or no multiple of `replicas` (its
+            `.field` is `name`).
+    """
+    batch_size = check_positive_int(name, batch_size)
+    if batch_size % replicas:
+        raise ArgumentError(name, (
+            f"{name} must be a multiple of the number of replicas ({replicas}), "
+            f"e.g. {replicas * max(1, batch_size // replicas)}. Received: {name}={batch_size}"))
+    return batch_size
+
+
 def pad_batches_to_multiple(dataset, multiple):
     """Pad every teacher-forcing batch with neutral rows to a multiple of `multiple`.
 
@@ -107,8 +127,9 @@ def pad_batches_to_multiple(dataset, multiple):
     target token, so they add nothing to `MaskedSparseCategoricalCrossentropy`
     (their gradient is exactly zero) nor to `MaskedTokenAccuracy`. Only the
     running mean of the reported loss, which Keras weights by rows per
-    batch, sees the extra rows. (`make_dataset`'s batches have `batch_size`
-    rows already unless built with `fixed_shapes=False`.)
+    batch, sees the extra rows. (`make_dataset(..., batch_multiple=multiple)`
+    pads its own batches so; this function is for other datasets of its
+    batches.)
 
     Args:
         dataset: `tf.data.Dataset` of `((source_ids, target_in_ids),

@@ -42,6 +42,7 @@ Example:
 ...     run.finish(model, {"epochs": 10})
 """
 
+import functools
 import json
 import os
 import shutil
@@ -50,7 +51,7 @@ import keras
 import tensorflow as tf
 
 from kerasseq._files import save_model_atomically, write_text_atomically
-from kerasseq._validation import ArgumentError, is_int
+from kerasseq._validation import ArgumentError
 from kerasseq.data import make_dataset
 from kerasseq.training.averaging import (
     CHECKPOINT_PATTERN,
@@ -70,7 +71,7 @@ from kerasseq.training.checkpoints import (
     read_history,
     truncate_history,
 )
-from kerasseq.training.distribute import pad_batches_to_multiple, read_tf_config
+from kerasseq.training.distribute import check_global_batch_size, read_tf_config
 from kerasseq.training.trainer import (
     DistributedTrainer,
     max_over_workers,
@@ -315,11 +316,11 @@ class TrainingRun:
 
         One machine: `kerasseq.data.make_dataset` batches (training batches
         shuffled with `seed` and bucketed by length, dev batches in order),
-        padded with empty rows to a multiple of the replicas
-        (`pad_batches_to_multiple`). Multi-worker: dataset *functions*
-        (`sharded_dataset_fn`) with which each worker batches its own shard
-        (`pairs[i::workers]`) at `batch_size / replicas`. A Python user gets
-        what `kerasseq train` gets by calling this.
+        each a multiple of the replicas (`batch_multiple`). Multi-worker:
+        dataset *functions* (`sharded_dataset_fn`) with which each worker
+        batches its own shard (`pairs[i::workers]`) at `batch_size /
+        replicas`. A Python user gets what `kerasseq train` gets by calling
+        this.
 
         Args:
             train_pairs, dev_pairs: lists of `(source, target)` str pairs
@@ -337,23 +338,21 @@ class TrainingRun:
             `(train_data, dev_data)`; `dev_data` is None without dev pairs.
 
         Raises:
-            ValueError: `batch_size` is not a multiple of the replicas.
+            ValueError: `batch_size` is not a multiple of the replicas
+                (`check_global_batch_size`).
         """
         replicas = self.strategy.num_replicas_in_sync if self.strategy is not None else 1
-        if not is_int(batch_size) or batch_size < 1 or batch_size % replicas:
-            raise ValueError(f"batch_size is the global batch: it must be a positive multiple "
-                             f"of the {replicas} replicas. Received: batch_size={batch_size!r}")
-        def batches(pairs, **options):
-            if self.multi_worker:
-                return sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, batch_size,
-                                          **options)
-            return pad_batches_to_multiple(make_dataset(
-                pairs, source_tokenizer, target_tokenizer, batch_size=batch_size, **options),
-                replicas)
-
-        return (batches(train_pairs, seed=seed, bucket_boundaries=bucket_boundaries,
-                        fixed_shapes=fixed_shapes),
-                batches(dev_pairs, shuffle=False, fixed_shapes=fixed_shapes) if dev_pairs else None)
+        check_global_batch_size(batch_size, replicas)
+        if self.multi_worker:  # each worker batches its shard at batch_size / replicas
+            batches = sharded_dataset_fn
+        else:  # global batches, each a multiple of the replicas
+            batches = functools.partial(make_dataset, batch_multiple=replicas)
+        tokenizers = (source_tokenizer, target_tokenizer)
+        train_data = batches(train_pairs, *tokenizers, batch_size, seed=seed,
+                             bucket_boundaries=bucket_boundaries, fixed_shapes=fixed_shapes)
+        dev_data = (batches(dev_pairs, *tokenizers, batch_size, shuffle=False, fixed_shapes=fixed_shapes)
+                    if dev_pairs else None)
+        return train_data, dev_data
 
     def fit(self, model, train_data, validation_data=None, epochs=1, verbose="auto", callbacks=(),
             keep_checkpoints=0):

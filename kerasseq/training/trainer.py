@@ -34,11 +34,14 @@ import math
 import keras
 import tensorflow as tf
 
-from kerasseq._validation import ArgumentError, check_positive_int
+from kerasseq._validation import check_positive_int
 from kerasseq.data import make_dataset
 from kerasseq.data.pipeline import join_inputs, split_inputs
 from kerasseq.data.tokenizer import END_ID, PAD_ID, START_ID
-from kerasseq.training.distribute import pad_batches_to_multiple
+from kerasseq.training.distribute import (
+    check_global_batch_size,
+    pad_batches_to_multiple,
+)
 
 
 def _neutral_batch(element_spec, rows=1):
@@ -87,12 +90,8 @@ def sharded_dataset_fn(pairs, source_tokenizer, target_tokenizer, global_batch_s
     global_batch_size = check_positive_int("global_batch_size", global_batch_size)
 
     def dataset_fn(input_context):
-        replicas = input_context.num_replicas_in_sync
-        if global_batch_size % replicas:
-            raise ArgumentError("global_batch_size", (
-                f"global_batch_size must be a multiple of the number of replicas ({replicas}), "
-                f"e.g. {replicas * max(1, global_batch_size // replicas)}. "
-                f"Received: global_batch_size={global_batch_size}"))
+        check_global_batch_size(global_batch_size, input_context.num_replicas_in_sync,
+                                "global_batch_size")
         shard = pairs[input_context.input_pipeline_id::input_context.num_input_pipelines]
         return make_dataset(shard, source_tokenizer, target_tokenizer,
                             batch_size=input_context.get_per_replica_batch_size(global_batch_size),

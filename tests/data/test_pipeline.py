@@ -37,7 +37,7 @@ def _examples(dataset):
         for s, ti, to in zip(
             source.numpy(), target_in.numpy(), target_out.numpy(), strict=True
         ):
-            if _neutral(s, ti, to):
+            if not to.any():  # a neutral row: labels all padding
                 continue
             examples.append(
                 (
@@ -207,9 +207,9 @@ def test_fit_on_make_dataset_warns_nothing(buckets, drop_remainder, fit_model_an
 
 
 # ---------------------------------------------------------------- fixed shapes
-def _neutral(source_row, target_in_row, target_out_row):
-    return (source_row[0] == END_ID and not source_row[1:].any()
-            and target_in_row[0] == START_ID and not target_in_row[1:].any()
+def _neutral(source_row, target_in_row, target_out_row, first_row):
+    """A neutral row of `pad_batch`: row 0's inputs, labels all padding."""
+    return (np.array_equal(source_row, first_row[0]) and np.array_equal(target_in_row, first_row[1])
             and not target_out_row.any())
 
 
@@ -228,8 +228,9 @@ def test_fixed_shapes_pad_rows_with_neutral_rows_and_lengths_to_edges(tokenizers
     for (source_ids, target_in), target_out in fixed:
         assert source_ids.shape == target_in.shape == target_out.shape
         assert source_ids.shape[0] == 4 and source_ids.shape[1] in edges
-        for row in zip(source_ids.numpy(), target_in.numpy(), target_out.numpy(), strict=True):
-            if _neutral(*row):
+        rows = list(zip(source_ids.numpy(), target_in.numpy(), target_out.numpy(), strict=True))
+        for row in rows:
+            if _neutral(*row, rows[0]):
                 neutral += 1
             else:
                 real.append(tuple(tuple(ids[ids != PAD_ID]) for ids in row))
@@ -320,10 +321,40 @@ def test_pad_batch_refuses_fewer_rows_or_columns_than_the_batch():
     target_in = tf.constant([[2, 5], [2, 6]], tf.int32)
     target_out = tf.constant([[5, 3], [6, 3]], tf.int32)
     (padded_source, padded_in), padded_out = pad_batch((source, target_in), target_out, 3, 4)
-    np.testing.assert_array_equal(padded_source, [[5, 6, 0, 0], [7, 8, 9, 0], [END_ID, 0, 0, 0]])
-    np.testing.assert_array_equal(padded_in, [[2, 5, 0, 0], [2, 6, 0, 0], [START_ID, 0, 0, 0]])
+    np.testing.assert_array_equal(padded_source, [[5, 6, 0, 0], [7, 8, 9, 0], [5, 6, 0, 0]])
+    np.testing.assert_array_equal(padded_in, [[2, 5, 0, 0], [2, 6, 0, 0], [2, 5, 0, 0]])
     np.testing.assert_array_equal(padded_out, [[5, 3, 0, 0], [6, 3, 0, 0], [0, 0, 0, 0]])
     with pytest.raises(tf.errors.InvalidArgumentError, match="rows must be >= the batch's row"):
         pad_batch((source, target_in), target_out, 1)
     with pytest.raises(tf.errors.InvalidArgumentError, match="length must be >= the batch's"):
         pad_batch((source, target_in), target_out, 2, 2)
+
+
+@pytest.mark.parametrize("fixed_shapes", [True, False])
+def test_make_dataset_pads_rows_to_batch_multiple_itself(tokenizers, fixed_shapes):
+    """`batch_multiple=2`: every batch's rows are a multiple of 2 (batch_size 3 -> 4
+    with fixed shapes; a batch's own count rounded up without), the added rows
+    are neutral (row 0's inputs, no label), and the real rows are exactly the
+    examples; `without_neutral_rows` gives back each batch of batch_multiple=1."""
+    from kerasseq.data.pipeline import without_neutral_rows
+
+    source, target = tokenizers
+    options = dict(batch_size=3, shuffle=False, fixed_shapes=fixed_shapes)
+    padded = make_dataset(PAIRS, source, target, batch_multiple=2, **options)
+    plain = make_dataset(PAIRS, source, target, **options)
+    assert int(padded.cardinality()) == int(plain.cardinality()) == len(list(padded))
+    for batch, plain_batch in zip(padded.as_numpy_iterator(), plain.as_numpy_iterator(),
+                                  strict=True):
+        (source_ids, target_in), target_out = batch
+        real = int(target_out.any(axis=1).sum())
+        assert len(target_out) == (4 if fixed_shapes else real + real % 2)
+        for index in range(real, len(target_out)):
+            assert _neutral(source_ids[index], target_in[index], target_out[index],
+                            (source_ids[0], target_in[0]))
+        (kept_source, kept_in), kept_out = without_neutral_rows(batch)
+        (plain_source, plain_in), plain_out = without_neutral_rows(plain_batch)
+        for kept, expected in ((kept_source, plain_source), (kept_in, plain_in),
+                               (kept_out, plain_out)):
+            np.testing.assert_array_equal(kept, expected)
+    with pytest.raises(ValueError, match="batch_multiple must be >= 1"):
+        make_dataset(PAIRS, source, target, batch_multiple=0)

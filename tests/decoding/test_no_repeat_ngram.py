@@ -291,11 +291,11 @@ def test_export_and_command_line_carry_the_guard(transformers, tmp_path, capsys)
 def test_cli_flag_sets_the_field_only_when_given():
     # A bad value's message: tests/test_cli.py (SEARCH_ERRORS).
     from kerasseq_cli import make_parser
-    from kerasseq_cli.commands import _search_kwargs
+    from kerasseq_cli.commands import _search_config
 
     args = make_parser().parse_args(["translate", "m", "--no-repeat-ngram-size", "3"])
-    assert _search_kwargs(args)["no_repeat_ngram_size"] == 3
-    assert "no_repeat_ngram_size" not in _search_kwargs(make_parser().parse_args(["translate", "m"]))
+    assert _search_config(args).no_repeat_ngram_size == 3
+    assert _search_config(make_parser().parse_args(["translate", "m"])).no_repeat_ngram_size == 0
 
 
 def test_repeats_ngram_reference_by_hand():

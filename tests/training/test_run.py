@@ -199,6 +199,31 @@ def test_best_model_newer_than_the_kept_backup_is_discarded(tmp_path, best_writt
     assert read_history(str(run_dir / "history.csv"))["epoch"] == [0, 1]
 
 
+def test_datasets_batches_are_a_multiple_of_the_replicas(tmp_path):
+    """`TrainingRun.datasets` hands the strategy's replicas to `make_dataset`
+    (`batch_multiple`): every batch of both splits splits evenly over them, the
+    added rows carry no label; a batch size that does not split is refused."""
+    import types
+
+    from kerasseq.data import TextTokenizer
+    from kerasseq.training import TrainingRun
+
+    words = ["cat", "dog", "a", "tiger", "ox"]
+    pairs = [(word, word[::-1]) for word in words]
+    tokenizer = TextTokenizer.from_texts(words, split="character")
+    run = TrainingRun(str(tmp_path), strategy=types.SimpleNamespace(num_replicas_in_sync=3))
+    train, dev = run.datasets(pairs, pairs[:2], tokenizer, tokenizer, batch_size=6,
+                              fixed_shapes=False)
+    for data, examples in ((train, 5), (dev, 2)):  # (train: bucketed by length)
+        labels = [target_out for _, target_out in data.as_numpy_iterator()]
+        real = [int(batch.any(axis=1).sum()) for batch in labels]
+        assert [len(batch) for batch in labels] == [count + (-count) % 3 for count in real]
+        assert sum(real) == examples
+    with pytest.raises(ValueError, match=r"batch_size must be a multiple of the number of "
+                                         r"replicas \(3\).*Received: batch_size=4"):
+        run.datasets(pairs, None, tokenizer, tokenizer, batch_size=4)
+
+
 @pytest.mark.parametrize("fixed_shapes", [True, False])
 def test_datasets_pass_fixed_shapes_to_both_splits(tmp_path, fixed_shapes):
     """`kerasseq train` asks for fixed shapes where fit compiles with XLA only."""
