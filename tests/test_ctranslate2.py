@@ -161,8 +161,12 @@ def test_blank_and_unknown_texts(trained):
     found, scores = translator.translate(texts, return_scores=True)
     expected, expected_scores = model.translate(texts, return_scores=True, num_beams=2,
                                                 num_return=2)
-    assert found == expected and found[0] == ["", ""] and scores[1] == [0.0, 0.0]
-    np.testing.assert_allclose(scores[2:], expected_scores[2:], atol=1e-4)
+    assert found[:2] == expected[:2] == [["", ""], ["", ""]] and scores[1] == [0.0, 0.0]
+    # The second hypothesis of a real text may differ: CTranslate2 finishes a
+    # hypothesis only if it ranks in the top k of the 2k candidates (docs/export.md).
+    assert [hyps[0] for hyps in found[2:]] == [hyps[0] for hyps in expected[2:]]
+    np.testing.assert_allclose([s[0] for s in scores[2:]], [s[0] for s in expected_scores[2:]],
+                               atol=1e-4)
 
 
 def test_long_sources_are_cut_to_the_position_table(trained):
