@@ -181,10 +181,13 @@ def test_export_refuses_to_replace_a_model_file(trained_dir, tmp_path):
 
 
 def test_evaluate_prints_rates(trained_dir):
+    """stdout is one JSON object (`kerasseq evaluate ... > out.json`); the progress bar
+    is on stderr."""
     result = kerasseq("evaluate", trained_dir, "--split", "dev", "--limit", "15")
     assert result.returncode == 0, result.stderr[-2000:]
-    rates = json.loads(result.stdout.strip().splitlines()[-1])
+    rates = json.loads(result.stdout)
     assert rates["split"] == "dev" and rates["words"] == 15 and 0 <= rates["wer"] <= 1
+    assert "15/15" in result.stderr  # Keras' progress bar over the 15 words
 
 
 def test_evaluate_refuses_a_dataset_with_another_vocabulary(trained_dir, tmp_path):

@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from kerasseq.training import distribute
+from kerasseq.translation import as_texts
 from kerasseq.translator import get_translator
 
 
@@ -377,7 +378,10 @@ class Seq2SeqModel(keras.Model):
         tokens; beyond that, see the "Lengths" section of the model's class.
 
         Args:
-            texts: a string or a list of strings.
+            texts: a string or a list of strings, or what `kerasseq.translate`
+                takes as text: a `tf.string` tensor or array (one string or a
+                batch), a `tf.data.Dataset` of strings (read to its end), bytes
+                (UTF-8; invalid bytes become U+FFFD, as in exports).
             config: optional `kerasseq.SearchConfig`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.
@@ -388,8 +392,9 @@ class Seq2SeqModel(keras.Model):
         Returns what `kerasseq.Translator.translate` does (blank texts, n-best
         lists, scores and alignments are described there).
         """
-        return self.translator(config, **settings).translate(
-            texts, return_scores=return_scores, verbose=verbose,
+        translator = self.translator(config, **settings)  # checks the settings first
+        return translator.translate(
+            as_texts(texts), return_scores=return_scores, verbose=verbose,
             return_alignments=return_alignments, alignment_layer=alignment_layer,
             alignment_head=alignment_head,
         )
