@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -114,6 +115,7 @@ def load_model(path):
     if not os.path.exists(model_file):
         raise CLIError(f"no kerasseq model at {path!r} (expected a .keras file or a directory "
                        "with model.keras)")
+    check_keras_archive(model_file)
     try:
         model = keras.models.load_model(model_file)
     except Exception as error:  # noqa: BLE001  (reported as one line)
@@ -123,6 +125,18 @@ def load_model(path):
     if not hasattr(model, "decode_step"):
         raise CLIError(f"{model_file!r} is a Keras model but not a kerasseq seq2seq model")
     return model
+
+
+def check_keras_archive(path):
+    """Refuse a `.keras` file that is no zip archive (truncated, overwritten),
+    naming the path and the zip error: Keras reports such a file as "File not found"."""
+    if not path.endswith(".keras"):
+        return
+    try:
+        zipfile.ZipFile(path).close()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise CLIError(f"{path!r} is corrupt or unreadable: a .keras file is a zip archive "
+                       f"and this one cannot be opened ({error})") from None
 
 
 def load_ensemble(paths):

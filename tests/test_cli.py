@@ -165,6 +165,31 @@ def test_export_then_translate_equals_translate_with_the_same_beam(trained_dir, 
     assert all(texts[1] for texts in nbest), "the second-best hypotheses are never empty"
 
 
+def test_invalid_utf8_on_stdin_becomes_u_fffd_as_in_an_export(trained_dir, trained_model,
+                                                              beam2_export):
+    """A line of stdin (or an argument) that is not UTF-8 is translated with its bad
+    bytes as U+FFFD by `kerasseq translate` on a .keras model and on an export
+    alike, one output line per input line (before: "texts are not strings")."""
+    sources = ["cat", "caf\ufffd", "dog\ufffd\ufffdx"]
+    data = b"cat\ncaf\xe9\ndog\xff\xfex\n"
+    runs = [processes.popen([sys.executable, "-m", "kerasseq_cli", "translate", path,
+                             "--beam", "2"], env=ENV, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for path in (trained_dir, beam2_export)]
+    direct, served = (run.communicate(data, timeout=600) for run in runs)
+    for process, (_, stderr) in zip(runs, (direct, served), strict=True):
+        assert process.returncode == 0, stderr[-2000:]
+    assert direct[0] == served[0]
+    lines = direct[0].decode("utf-8").splitlines()
+    expected = trained_model.translate(sources, method="beam", num_beams=2)
+    assert lines == [f"{source}\t{text}" for source, text in zip(sources, expected, strict=True)]
+    # an argument with the same bytes (kept by Python as lone surrogates): the same rule
+    argument = kerasseq("translate", trained_dir, b"caf\xe9".decode("utf-8", "surrogateescape"),
+                        "--beam", "2")
+    assert argument.returncode == 0, argument.stderr[-2000:]
+    assert argument.stdout == f"{lines[1]}\n"
+
+
 def test_export_refuses_to_replace_a_model_file(trained_dir, tmp_path):
     """`kerasseq export RUN RUN/model.keras --overwrite` keeps the trained model."""
     run = tmp_path / "run"
@@ -424,7 +449,8 @@ def test_not_a_kerasseq_model(tmp_path, capsys):
     """A broken file, a .keras file with an unknown class (a multi-line Keras
     error; in a process of its own, which never registered the class), and a
     valid Keras model that is not a kerasseq model."""
-    directories = {name: tmp_path / name for name in ("bogus", "unknown_class", "plain_keras")}
+    directories = {name: tmp_path / name
+                   for name in ("bogus", "truncated", "unknown_class", "plain_keras")}
     for directory in directories.values():
         directory.mkdir()
     (directories["bogus"] / "model.keras").write_text("not a zip file")
@@ -432,13 +458,19 @@ def test_not_a_kerasseq_model(tmp_path, capsys):
     custom.save(directories["unknown_class"] / "model.keras")
     plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     plain.save(directories["plain_keras"] / "model.keras")
+    whole = (directories["plain_keras"] / "model.keras").read_bytes()
+    (directories["truncated"] / "model.keras").write_bytes(whole[:len(whole) // 2])
     lines = {name: main_error(capsys, "translate", str(directory), "cat")
              for name, directory in directories.items() if name != "unknown_class"}
     lines["unknown_class"] = one_line_error(
         kerasseq("translate", str(directories["unknown_class"]), "cat"))
     for name, line in lines.items():
         assert line.startswith("kerasseq translate: error: ") and name in line, line
-    assert "not a loadable kerasseq model" in lines["bogus"]
+    for name in ("bogus", "truncated"):  # corrupt, with the zip error (Keras: "File not found")
+        path = str(directories[name] / "model.keras")
+        assert lines[name] == (f"kerasseq translate: error: {path!r} is corrupt or unreadable: "
+                               "a .keras file is a zip archive and this one cannot be opened "
+                               "(File is not a zip file)"), lines[name]
     assert "not a loadable kerasseq model" in lines["unknown_class"]
     assert "is a Keras model but not a kerasseq seq2seq model" in lines["plain_keras"]
 
