@@ -323,7 +323,11 @@ def make_parser():
     translate_parser = commands.add_parser("translate", help="translate texts")
     translate_parser.add_argument("model_dir", help=MODEL_HELP + ", or a SavedModel written by "
                                   "`kerasseq export`")
-    translate_parser.add_argument("texts", nargs="*")
+    translate_parser.add_argument("texts", nargs="*",
+                                  help="texts to translate; none given: the lines of standard "
+                                  "input, one output line per input line. Read as UTF-8: "
+                                  "invalid bytes become U+FFFD (an unknown character), as in "
+                                  "an export")
     _add_search_arguments(translate_parser)
     _add_alignment_arguments(
         translate_parser,
