@@ -108,6 +108,31 @@ def translate(model, texts_or_ids, config=None, *, verbose="auto", return_scores
 # --------------------------------------------------------------------------
 
 
+def as_texts(texts):
+    """The texts of `model.translate`'s input: a `str` or a list.
+
+    A `str` or a list of `str` is returned as it is; anything else goes
+    through the conversion of `translate` (a `tf.string` tensor or NumPy
+    array of strings, a `tf.data.Dataset` of strings, bytes), so
+    `model.translate` accepts the text that `kerasseq.translate` accepts.
+    Bytes are decoded as UTF-8 with invalid bytes replaced by U+FFFD, the
+    rule of exports and of the command line.
+
+    Raises:
+        TypeError: source ids (`model.generate` or `kerasseq.translate`
+            decode those) or none of the types above.
+    """
+    if isinstance(texts, str) or (isinstance(texts, (list, tuple))
+                                  and all(isinstance(text, str) for text in texts)):
+        return texts
+    kind, items, single = _collect_inputs(texts)
+    if kind != "text":
+        raise TypeError("texts must be text: a str, a list of str, a tf.string tensor or a "
+                        "tf.data.Dataset of strings. Received: source ids; decode ids with "
+                        "model.generate(source_ids) or kerasseq.translate(model, source_ids)")
+    return items[0] if single else items
+
+
 def _collect_inputs(texts_or_ids):
     """Normalise the input to `("text", [str, ...], single)` or
     `("ids", [int array (rows, source_length), ...], False)`."""
@@ -163,7 +188,9 @@ def _classify(array, where, allow_sequence=False):
         values = array.reshape(-1).tolist()
         if array.ndim > 1 or not all(isinstance(v, (str, bytes)) for v in values):
             raise TypeError(f"{_EXPECTED}. Received: {where} of shape {array.shape} and dtype {array.dtype}")
-        return "text", [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]
+        # Invalid UTF-8 becomes U+FFFD, as in exports and on the command line.
+        return "text", [v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                        for v in values]
     if array.dtype.kind in "iu" and array.ndim in (1, 2):
         return "ids", [array[None] if array.ndim == 1 and allow_sequence else array]
     raise TypeError(f"{_EXPECTED}. Received: {where} of shape {array.shape} and dtype {array.dtype}")

@@ -53,16 +53,36 @@ def first_line(error):
 
 
 # ------------------------------------------------------------------- parser
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that ends an option's text with `(default: VALUE)`.
+
+    Only where there is a value to show and the text does not already state
+    its default in parentheses: an option whose default is `None` (decided later,
+    the help says how), a boolean switch and a positional argument are left
+    as written.
+    """
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default is None or default is argparse.SUPPRESS
+                or isinstance(default, bool) or "(default" in text or "default)" in text):
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse with a one-line error instead of the usage block.
 
     `error()` prints `kerasseq: error: MESSAGE (see kerasseq COMMAND --help)`
     on stderr and exits with 2. Subcommand parsers are of the same class
     (`add_subparsers(parser_class=...)`), and unrecognized arguments are
-    reported by the parser of the command they were given to.
+    reported by the parser of the command they were given to. Help shows
+    the defaults (`DefaultsHelpFormatter`).
     """
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
         self.command_parsers = {}  # filled by make_parser: {name: subparser}
 
@@ -95,6 +115,7 @@ def _bounded(convert, inside, expected):
 
 
 _positive_int = _bounded(int, lambda value: value >= 1, "a positive integer")
+_beam_size = _bounded(int, lambda value: value >= 1, "a positive integer (1 = greedy)")
 _non_negative_int = _bounded(int, lambda value: value >= 0, "an integer >= 0")
 _fraction = _bounded(float, lambda value: 0.0 <= value <= 1.0, "a number in [0, 1]")
 
@@ -152,12 +173,17 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--vocabulary-size", type=_positive_int, default=None,
                         help="most ids per side, the 4 reserved ones included (default: 8000 "
                         "with --tokenizer wordpiece, every token seen otherwise)")
-    parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"])
+    parser.add_argument("--model", default="rnn", choices=["rnn", "transformer"],
+                        help="the architecture")
     parser.add_argument("--attention", default="bahdanau",
-                        choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"])
-    parser.add_argument("--embedding-dim", type=_positive_int, default=64)
-    parser.add_argument("--units", type=_positive_int, default=128)
-    parser.add_argument("--encoder-layers", type=_positive_int, default=1)
+                        choices=["bahdanau", "luong", "luong_dot", "luong_concat", "none"],
+                        help="rnn: the decoder's attention over the encoder outputs")
+    parser.add_argument("--embedding-dim", type=_positive_int, default=64,
+                        help="rnn: token embedding width")
+    parser.add_argument("--units", type=_positive_int, default=128,
+                        help="rnn: recurrent units per layer")
+    parser.add_argument("--encoder-layers", type=_positive_int, default=1,
+                        help="rnn: LSTM encoder layers")
     parser.add_argument("--num-layers", type=_positive_int, default=2,
                         help="transformer: encoder and decoder blocks")
     parser.add_argument("--d-model", type=_positive_int, default=128, help="transformer: model width")
@@ -166,31 +192,44 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
     parser.add_argument("--warmup-steps", type=_positive_int, default=None,
                         help="use the Transformer warm-up schedule (d_model^-0.5 scaling) "
                              "instead of --learning-rate")
-    parser.add_argument("--dropout", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
+    parser.add_argument("--dropout", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0,
+                        help="dropout rate, in [0, 1)")
     parser.add_argument("--max-target-length", type=_positive_int, default=32,
                         help="most target tokens a search generates by default")
     parser.add_argument("--max-positions", type=_positive_int, default=None,
                         help="transformer: rows of its position table, the longest source "
                              "and target it reads (default: --max-target-length)")
-    parser.add_argument("--epochs", type=_positive_int, default=epochs)
-    parser.add_argument("--batch-size", type=_positive_int, default=64)
-    parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3)
-    parser.add_argument("--clipnorm", type=_finite_float(0.0, open_minimum=True), default=1.0)
-    parser.add_argument("--label-smoothing", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0)
-    parser.add_argument("--max-train-examples", type=_positive_int, default=max_train)
-    parser.add_argument("--max-dev-examples", type=_positive_int, default=None)
+    parser.add_argument("--epochs", type=_positive_int, default=epochs,
+                        help="training epochs (a rerun with a larger value continues a finished run)")
+    parser.add_argument("--batch-size", type=_positive_int, default=64,
+                        help="examples per batch (the global batch, over every replica)")
+    parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3,
+                        help="Adam's learning rate (unless --warmup-steps)")
+    parser.add_argument("--clipnorm", type=_finite_float(0.0, open_minimum=True), default=1.0,
+                        help="largest gradient norm (larger gradients are scaled down to it)")
+    parser.add_argument("--label-smoothing", type=_finite_float(0.0, 1.0, open_maximum=True), default=0.0,
+                        help="label smoothing of the loss, in [0, 1)")
+    parser.add_argument("--max-train-examples", type=_positive_int, default=max_train,
+                        help="training pairs read, at most (not given: every pair)")
+    parser.add_argument("--max-dev-examples", type=_positive_int, default=None,
+                        help="dev pairs read, at most (not given: every pair)")
     parser.add_argument("--evaluate-words", type=int, default=evaluate_words,
                         help="dev words decoded for WER/PER after training (0 = none)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2])
+    parser.add_argument("--seed", type=int, default=0,
+                        help="random seed of the weights and the shuffling")
+    parser.add_argument("--verbose", type=int, default=2, choices=[0, 1, 2],
+                        help="Keras' fit output: 0 none, 1 a progress bar, 2 one line per epoch")
+
+
+OUTPUT_DIR_HELP = "the run directory (model.keras, history, summary, logs)"
 
 
 def _add_run_arguments(parser, output_dir):
     """The options of a training run (`train`, `demo`): `output_dir` None makes it required."""
     if output_dir is None:
-        parser.add_argument("--output-dir", required=True)
+        parser.add_argument("--output-dir", required=True, help=OUTPUT_DIR_HELP)
     else:
-        parser.add_argument("--output-dir", default=output_dir)
+        parser.add_argument("--output-dir", default=output_dir, help=OUTPUT_DIR_HELP)
     parser.add_argument("--overwrite", action="store_true",
                         help="start over: delete this run's model, backup, history and "
                         "summary in --output-dir first (by default a rerun resumes an "
@@ -245,25 +284,39 @@ def _add_alignment_arguments(parser, help_text):
 
 
 def _add_search_arguments(parser, export=False, nbest=True):
-    # Search settings are parsed as plain numbers here and checked by
-    # kerasseq.SearchConfig, the one validator (the commands name the flag).
-    parser.add_argument("--beam", type=int, default=None,
+    # Each search flag's own range is checked here, before TensorFlow is
+    # imported (`kerasseq --beam 0` is refused at once); what depends on
+    # several flags (--nbest <= --beam) is checked by kerasseq.SearchConfig,
+    # the validator of the Python API (the commands name the flag).
+    parser.add_argument("--beam", type=_beam_size, default=None,
                         help="beam size (default 4, as everywhere in kerasseq; 1 = greedy)")
     if nbest:
-        parser.add_argument("--nbest", type=int, default=None,
+        parser.add_argument("--nbest", type=_positive_int, default=None,
                             help="hypotheses per text" + (" in translate_nbest (default: --beam)"
                                                           if export else " (default 1)"))
     else:  # evaluate scores one translation per text
         parser.set_defaults(nbest=None)
-    parser.add_argument("--length-penalty", type=float, default=None,
+    parser.add_argument("--length-penalty", type=_finite_float(0.0), default=None,
                         help="GNMT length penalty alpha >= 0 (default 0)")
-    parser.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+    parser.add_argument("--no-repeat-ngram-size", type=_non_negative_int, default=None,
+                        metavar="N",
                         help="no N-gram of tokens twice in an output, as fairseq's flag "
                              "(default 0: off)")
     parser.add_argument("--ban-unk", action="store_true", default=None,
                         help="never output [UNK] (default: allowed; [PAD] and [START] never are)")
     parser.add_argument("--jit", choices=["auto", "on", "off"], default="auto",
                         help="XLA-compile the encoder and the search (default auto: on a GPU, off on a CPU)")
+
+
+def version():
+    """kerasseq's installed version (`importlib.metadata`), or "unknown" when the
+    package is imported from a source tree that was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kerasseq")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 MODEL_HELP = ("a model: a .keras file or a training run directory (its model.keras); "
@@ -274,6 +327,7 @@ MODEL_HELP = ("a model: a .keras file or a training run directory (its model.ker
 def make_parser():
     parser = OneLineErrorParser(
         prog="kerasseq", description="kerasseq: train, translate, evaluate, export, average, demo.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     parser.command_parsers = commands.choices
 
@@ -285,7 +339,11 @@ def make_parser():
     translate_parser = commands.add_parser("translate", help="translate texts")
     translate_parser.add_argument("model_dir", help=MODEL_HELP + ", or a SavedModel or "
                                   "CTranslate2 directory written by `kerasseq export`")
-    translate_parser.add_argument("texts", nargs="*")
+    translate_parser.add_argument("texts", nargs="*",
+                                  help="texts to translate; none given: the lines of standard "
+                                  "input, one output line per input line. Read as UTF-8: "
+                                  "invalid bytes become U+FFFD (an unknown character), as in "
+                                  "an export")
     _add_search_arguments(translate_parser)
     _add_alignment_arguments(
         translate_parser,
@@ -296,10 +354,13 @@ def make_parser():
 
     evaluate_parser = commands.add_parser("evaluate", help="WER/PER on a split")
     evaluate_parser.add_argument("model_dir", help=MODEL_HELP)
-    evaluate_parser.add_argument("--dataset", default="cmudict")
+    evaluate_parser.add_argument("--dataset", default="cmudict",
+                                 help="the data, as in `kerasseq train --dataset`")
     _add_on_bad_line(evaluate_parser)
-    evaluate_parser.add_argument("--split", default="dev", choices=["train", "dev", "test"])
-    evaluate_parser.add_argument("--limit", type=_positive_int, default=None)
+    evaluate_parser.add_argument("--split", default="dev", choices=["train", "dev", "test"],
+                                 help="the split scored")
+    evaluate_parser.add_argument("--limit", type=_positive_int, default=None,
+                                 help="pairs scored, at most (not given: the whole split)")
     evaluate_parser.add_argument("--max-unknown-rate", type=_fraction, default=0.5,
                                  help="largest fraction of source tokens outside the model's "
                                  "vocabulary (default 0.5); above it the dataset is refused")
@@ -321,9 +382,9 @@ def make_parser():
                  "bfloat16", "float32"],
         help="--format ctranslate2: the weight type (default: float32 as trained)")
     _add_search_arguments(export_parser, export=True)
-    export_parser.add_argument("--max-length", type=int, default=None,
+    export_parser.add_argument("--max-length", type=_positive_int, default=None,
                                help="most target tokens (default: the model's max_target_length)")
-    export_parser.add_argument("--max-source-length", type=int, default=None,
+    export_parser.add_argument("--max-source-length", type=_positive_int, default=None,
                                help="source tokens kept per text (default: tokenizer max_length or 256)")
     export_parser.add_argument("--overwrite", action="store_true",
                                help="replace an existing export (a SavedModel directory) or "

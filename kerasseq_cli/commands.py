@@ -8,11 +8,13 @@ error is a `CLIError` (or a `ValueError` / `FileNotFoundError`), which `main`
 prints as one line, `kerasseq COMMAND: error: ...`, with exit status 2.
 """
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -114,6 +116,7 @@ def load_model(path):
     if not os.path.exists(model_file):
         raise CLIError(f"no kerasseq model at {path!r} (expected a .keras file or a directory "
                        "with model.keras)")
+    check_keras_archive(model_file)
     try:
         model = keras.models.load_model(model_file)
     except Exception as error:  # noqa: BLE001  (reported as one line)
@@ -123,6 +126,18 @@ def load_model(path):
     if not hasattr(model, "decode_step"):
         raise CLIError(f"{model_file!r} is a Keras model but not a kerasseq seq2seq model")
     return model
+
+
+def check_keras_archive(path):
+    """Refuse a `.keras` file that is no zip archive (truncated, overwritten),
+    naming the path and the zip error: Keras reports such a file as "File not found"."""
+    if not path.endswith(".keras"):
+        return
+    try:
+        zipfile.ZipFile(path).close()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise CLIError(f"{path!r} is corrupt or unreadable: a .keras file is a zip archive "
+                       f"and this one cannot be opened ({error})") from None
 
 
 def load_ensemble(paths):
@@ -455,7 +470,8 @@ def command_translate(args):
 
     # One output line per input line: a blank text translates to "" (the rule
     # of the Python API and of exports), so outputs stay aligned with inputs.
-    texts = args.texts or [line.rstrip("\r\n") for line in sys.stdin]
+    texts = ([replace_invalid_utf8(text) for text in args.texts] if args.texts
+             else read_stdin_lines())
     if not texts:
         raise CLIError("no text to translate: pass texts as arguments or on standard input")
     for text, translation in zip(texts, translate(texts), strict=True):
@@ -465,7 +481,34 @@ def command_translate(args):
             print(f"{text}\t{translation}")
 
 
+def replace_invalid_utf8(text):
+    """`text` with the bytes that were not valid UTF-8 as U+FFFD, as an export does.
+
+    Python keeps such bytes of a command-line argument (or of stdin in a C
+    locale) as lone surrogates (`surrogateescape`); each maximal invalid
+    sequence becomes one U+FFFD (`bytes.decode(errors="replace")`).
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def read_stdin_lines():
+    """The lines of standard input as text, line ends dropped.
+
+    Read as bytes and decoded as UTF-8 whatever the locale, invalid bytes
+    replaced by U+FFFD: the rule of an export
+    (`tf.strings.unicode_transcode(errors="replace")`), so one bad line is
+    translated (its bad bytes as an unknown character) instead of stopping
+    the corpus, and the output keeps one line per input line.
+    """
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream without bytes (e.g. replaced in a test)
+        return [replace_invalid_utf8(line.rstrip("\r\n")) for line in sys.stdin]
+    return [line.decode("utf-8", "replace").rstrip("\r\n") for line in stream]
+
+
 def command_evaluate(args):
+    """Prints one JSON object on stdout (`kerasseq evaluate ... > scores.json`);
+    the progress bar goes to stderr."""
     g2p = args.dataset == "cmudict"
     config = _search_config(args, batch_size=256 if g2p else 64)
     model = load_model(args.model_dir)
@@ -473,11 +516,21 @@ def command_evaluate(args):
                                args.on_bad_line)
     sources = list(references)
     check_vocabulary_match(model, sources, args)
-    if g2p:
-        rates = evaluate_g2p(model, sources, [references[w] for w in sources], config, verbose=1)
-    else:
-        rates = evaluate_translation(model, sources, [references[s] for s in sources], config)
+    with progress_on_stderr():
+        if g2p:
+            rates = evaluate_g2p(model, sources, [references[w] for w in sources], config,
+                                 verbose=1)
+        else:
+            rates = evaluate_translation(model, sources, [references[s] for s in sources],
+                                         config)
     print(json.dumps({"split": args.split, **rates}))
+
+
+def progress_on_stderr():
+    """A context in which Keras' progress bars (`keras.utils.Progbar`, which
+    writes to `sys.stdout`) go to stderr, so stdout holds only the results."""
+    sys.stdout.flush()
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def unknown_token_rate(tokenizer, texts):

@@ -165,6 +165,31 @@ def test_export_then_translate_equals_translate_with_the_same_beam(trained_dir, 
     assert all(texts[1] for texts in nbest), "the second-best hypotheses are never empty"
 
 
+def test_invalid_utf8_on_stdin_becomes_u_fffd_as_in_an_export(trained_dir, trained_model,
+                                                              beam2_export):
+    """A line of stdin (or an argument) that is not UTF-8 is translated with its bad
+    bytes as U+FFFD by `kerasseq translate` on a .keras model and on an export
+    alike, one output line per input line (before: "texts are not strings")."""
+    sources = ["cat", "caf\ufffd", "dog\ufffd\ufffdx"]
+    data = b"cat\ncaf\xe9\ndog\xff\xfex\n"
+    runs = [processes.popen([sys.executable, "-m", "kerasseq_cli", "translate", path,
+                             "--beam", "2"], env=ENV, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for path in (trained_dir, beam2_export)]
+    direct, served = (run.communicate(data, timeout=600) for run in runs)
+    for process, (_, stderr) in zip(runs, (direct, served), strict=True):
+        assert process.returncode == 0, stderr[-2000:]
+    assert direct[0] == served[0]
+    lines = direct[0].decode("utf-8").splitlines()
+    expected = trained_model.translate(sources, method="beam", num_beams=2)
+    assert lines == [f"{source}\t{text}" for source, text in zip(sources, expected, strict=True)]
+    # an argument with the same bytes (kept by Python as lone surrogates): the same rule
+    argument = kerasseq("translate", trained_dir, b"caf\xe9".decode("utf-8", "surrogateescape"),
+                        "--beam", "2")
+    assert argument.returncode == 0, argument.stderr[-2000:]
+    assert argument.stdout == f"{lines[1]}\n"
+
+
 def test_export_refuses_to_replace_a_model_file(trained_dir, tmp_path):
     """`kerasseq export RUN RUN/model.keras --overwrite` keeps the trained model."""
     run = tmp_path / "run"
@@ -181,10 +206,13 @@ def test_export_refuses_to_replace_a_model_file(trained_dir, tmp_path):
 
 
 def test_evaluate_prints_rates(trained_dir):
+    """stdout is one JSON object (`kerasseq evaluate ... > out.json`); the progress bar
+    is on stderr."""
     result = kerasseq("evaluate", trained_dir, "--split", "dev", "--limit", "15")
     assert result.returncode == 0, result.stderr[-2000:]
-    rates = json.loads(result.stdout.strip().splitlines()[-1])
+    rates = json.loads(result.stdout)
     assert rates["split"] == "dev" and rates["words"] == 15 and 0 <= rates["wer"] <= 1
+    assert "15/15" in result.stderr  # Keras' progress bar over the 15 words
 
 
 def test_evaluate_refuses_a_dataset_with_another_vocabulary(trained_dir, tmp_path):
@@ -272,7 +300,7 @@ ARGPARSE_ERRORS = [
     (["train", "--label-smoothing", "1", "--output-dir", "/tmp/x"],
      "argument --label-smoothing: expected a finite number in [0, 1), got '1'", "kerasseq train"),
     (["translate", "/tmp/x", "cat", "--beam", "two"],
-     "argument --beam: invalid int value: 'two'", "kerasseq translate"),
+     "argument --beam: expected a positive integer (1 = greedy), got 'two'", "kerasseq translate"),
     (["evaluate", "/tmp/x", "--nbest", "2"], "unrecognized arguments: --nbest 2",
      "kerasseq evaluate"),  # evaluate scores one translation per text
     (["frobnicate"], "argument command: invalid choice: 'frobnicate'", "kerasseq"),
@@ -295,36 +323,106 @@ def test_argparse_error_is_one_line(args, message, prog, capsys):
 
 
 SEARCH_ERRORS = [
-    (["translate", "/tmp/x", "cat", "--length-penalty", "-1"],
-     "--length-penalty: length_penalty must be a finite float >= 0. Received: length_penalty=-1.0"),
-    (["translate", "/tmp/x", "cat", "--length-penalty", "nan"],
-     "--length-penalty: length_penalty must be a finite float >= 0. Received: length_penalty=nan"),
-    (["translate", "/tmp/x", "cat", "--beam", "0"],
-     "--beam: num_beams must be >= 1. Received: num_beams=0"),
     (["translate", "/tmp/x", "cat", "--beam", "2", "--nbest", "3"],
      "--nbest: num_return must be <= num_beams=2. Received: num_return=3"),
     (["translate", "/tmp/x", "cat", "--beam", "1", "--nbest", "2"],
      "--nbest 2 needs --beam N with N >= 2 (--beam 1 is greedy search)"),
-    (["translate", "/tmp/x", "cat", "--no-repeat-ngram-size", "-1"],
-     "--no-repeat-ngram-size: no_repeat_ngram_size must be >= 0. Received: "
-     "no_repeat_ngram_size=-1"),
-    (["translate", "/tmp/x", "cat", "--nbest", "0"],
-     "--nbest: num_return must be >= 1. Received: num_return=0"),
-    (["evaluate", "/tmp/x", "--beam", "0"],
-     "--beam: num_beams must be >= 1. Received: num_beams=0"),
-    (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-length", "0"],
-     "--max-length: max_length must be >= 1. Received: max_length=0"),
-    (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-source-length", "-3"],
-     "--max-source-length: max_source_length must be >= 1. Received: max_source_length=-3"),
 ]
+
+# Each search flag's own range: refused by the parser, before TensorFlow is imported.
+SEARCH_RANGE_ERRORS = [
+    (["translate", "/tmp/x", "cat", "--length-penalty", "-1"],
+     "argument --length-penalty: expected a finite number in [0, inf), got '-1'"),
+    (["translate", "/tmp/x", "cat", "--length-penalty", "nan"],
+     "argument --length-penalty: expected a finite number in [0, inf), got 'nan'"),
+    (["translate", "/tmp/x", "cat", "--beam", "0"],
+     "argument --beam: expected a positive integer (1 = greedy), got '0'"),
+    (["translate", "/tmp/x", "cat", "--no-repeat-ngram-size", "-1"],
+     "argument --no-repeat-ngram-size: expected an integer >= 0, got '-1'"),
+    (["evaluate", "/tmp/x", "--nbest", "0"],
+     "argument --nbest: expected a positive integer, got '0'"),
+    (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-length", "0"],
+     "argument --max-length: expected a positive integer, got '0'"),
+    (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-source-length", "-3"],
+     "argument --max-source-length: expected a positive integer, got '-3'"),
+]
+
+
+def test_search_flag_ranges_are_refused_before_tensorflow_is_imported():
+    """`kerasseq translate M --beam 0` and the other out-of-range search flags:
+    exit 2 with one line, and neither TensorFlow nor kerasseq was imported (the
+    refusal does not wait for the seconds of a TensorFlow import)."""
+    code = ("import contextlib, io, json, sys, kerasseq_cli\n"
+            "out = []\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    err = io.StringIO()\n"
+            "    try:\n"
+            "        with contextlib.redirect_stderr(err):\n"
+            "            kerasseq_cli.main(argv)\n"
+            "    except SystemExit as done:\n"
+            "        out.append([done.code, err.getvalue()])\n"
+            "    else:\n"
+            "        out.append([None, err.getvalue()])\n"
+            "heavy = sorted(m for m in sys.modules\n"
+            "               if m.split('.')[0] in ('tensorflow', 'keras', 'kerasseq'))\n"
+            "print(json.dumps({'results': out, 'heavy': heavy}))\n")
+    argvs = [args for args, _ in SEARCH_RANGE_ERRORS]
+    result = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["heavy"] == []
+    for (args, message), (code, err) in zip(SEARCH_RANGE_ERRORS, report["results"], strict=True):
+        assert code == 2, (args, err)
+        assert err == f"kerasseq: error: {message} (see kerasseq {args[0]} --help)\n", err
+
+
+def test_version_is_the_installed_distributions():
+    from importlib import metadata
+
+    result = subprocess.run([sys.executable, "-m", "kerasseq_cli", "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"kerasseq {metadata.version('kerasseq')}\n"
+
+
+def test_help_shows_the_defaults():
+    """Every option with a default value shows it in --help (train and demo differ)."""
+    from kerasseq_cli import make_parser
+
+    def options(command):  # {"--flag": its help text, on one line}
+        blocks, text = {}, make_parser().command_parsers[command].format_help()
+        for block in re.split(r"\n(?=  -)", text.split("\noptions:\n")[1]):
+            flag = block.split()[0].rstrip(",")
+            blocks[flag] = " ".join(block.split())
+        return blocks
+
+    train, demo, evaluate = options("train"), options("demo"), options("evaluate")
+    for flag, default in [("--epochs", "10"), ("--batch-size", "64"),
+                          ("--learning-rate", "0.002"), ("--clipnorm", "1.0"),
+                          ("--units", "128"), ("--embedding-dim", "64"), ("--model", "rnn"),
+                          ("--attention", "bahdanau"), ("--seed", "0"), ("--dropout", "0.0"),
+                          ("--verbose", "2"), ("--max-target-length", "32"),
+                          ("--label-smoothing", "0.0"), ("--evaluate-words", "2000")]:
+        assert train[flag].endswith(f"(default: {default})"), train[flag]
+    assert demo["--epochs"].endswith("(default: 5)") and train["--epochs"].endswith("(default: 10)")
+    assert demo["--output-dir"].endswith("(default: runs/demo)")
+    assert demo["--max-train-examples"].endswith("(default: 10000)")
+    assert evaluate["--split"].endswith("(default: dev)")
+    # None (decided later, said in words) and switches show no value; a default
+    # already stated in parentheses is not repeated
+    assert "(default: None)" not in " ".join(train.values())
+    assert "default: False" not in train["--overwrite"]
+    assert "cmudict (default), tsv:PATH" in train["--dataset"]
+    assert "(default: cmudict)" not in train["--dataset"]
 
 
 @pytest.mark.parametrize("args, message", SEARCH_ERRORS,
                          ids=[" ".join(args[3:]) for args, _ in SEARCH_ERRORS])
 def test_search_settings_are_checked_by_search_config(args, message, capsys):
-    """The CLI parses search flags as numbers; `SearchConfig`, the one validator,
-    checks them before any model is loaded (/tmp/x does not exist), and the
-    one-line error names the flag."""
+    """What depends on several search flags is checked by `SearchConfig` (the
+    validator of the Python API) before any model is loaded (/tmp/x does not
+    exist), and the one-line error names the flag."""
     from kerasseq_cli import main
 
     assert main(args) == 2
@@ -353,7 +451,8 @@ def test_not_a_kerasseq_model(tmp_path, capsys):
     """A broken file, a .keras file with an unknown class (a multi-line Keras
     error; in a process of its own, which never registered the class), and a
     valid Keras model that is not a kerasseq model."""
-    directories = {name: tmp_path / name for name in ("bogus", "unknown_class", "plain_keras")}
+    directories = {name: tmp_path / name
+                   for name in ("bogus", "truncated", "unknown_class", "plain_keras")}
     for directory in directories.values():
         directory.mkdir()
     (directories["bogus"] / "model.keras").write_text("not a zip file")
@@ -361,13 +460,19 @@ def test_not_a_kerasseq_model(tmp_path, capsys):
     custom.save(directories["unknown_class"] / "model.keras")
     plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     plain.save(directories["plain_keras"] / "model.keras")
+    whole = (directories["plain_keras"] / "model.keras").read_bytes()
+    (directories["truncated"] / "model.keras").write_bytes(whole[:len(whole) // 2])
     lines = {name: main_error(capsys, "translate", str(directory), "cat")
              for name, directory in directories.items() if name != "unknown_class"}
     lines["unknown_class"] = one_line_error(
         kerasseq("translate", str(directories["unknown_class"]), "cat"))
     for name, line in lines.items():
         assert line.startswith("kerasseq translate: error: ") and name in line, line
-    assert "not a loadable kerasseq model" in lines["bogus"]
+    for name in ("bogus", "truncated"):  # corrupt, with the zip error (Keras: "File not found")
+        path = str(directories[name] / "model.keras")
+        assert lines[name] == (f"kerasseq translate: error: {path!r} is corrupt or unreadable: "
+                               "a .keras file is a zip archive and this one cannot be opened "
+                               "(File is not a zip file)"), lines[name]
     assert "not a loadable kerasseq model" in lines["unknown_class"]
     assert "is a Keras model but not a kerasseq seq2seq model" in lines["plain_keras"]
 

@@ -4,9 +4,11 @@ The one validator of search settings (docs/design.md). `kerasseq.Translator`
 takes a `SearchConfig`; the decoders of `kerasseq.decoding` (`greedy`,
 `beam_search`, `sample`), called directly, check their search limits by
 building one, and `kerasseq.export` builds one too: every message about a
-bad `num_beams`, `max_length` or `temperature` comes from here, the command
-line's included (its parser reads `--beam` and the like as plain numbers; the
-commands build a `SearchConfig` and report its message with the flag).
+bad `num_beams`, `max_length` or `temperature` comes from here. The command
+line's parser is the one exception: it refuses a search flag outside its own
+range (`--beam 0`, `--length-penalty -1`) before TensorFlow is imported, with
+the bounds of the fields here; the commands then build a `SearchConfig`, for
+the rules between fields, and report its message with the flag.
 Its public addresses are `kerasseq.SearchConfig` and
 `kerasseq.decoding.SearchConfig`; kerasseq's own modules import it from here.
 """

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from kerasseq.data.tokenizer import END_ID, START_ID
 from kerasseq.training import distribute
+from kerasseq.translation import as_texts
 from kerasseq.translator import get_translator
 
 
@@ -283,6 +284,7 @@ class Seq2SeqModel(keras.Model):
         links (guided alignment) takes kerasseq's one-device step, which gets
         its loss from `compute_predictions_and_loss`.
         """
+        data = self._with_checked_ids(data)
         if distribute.uses_exact_step():
             return distribute.exact_train_step(self, data)
         if distribute.carries_links(data):
@@ -290,11 +292,53 @@ class Seq2SeqModel(keras.Model):
         return super().train_step(data)
 
     def test_step(self, data):
+        data = self._with_checked_ids(data)
         if distribute.uses_exact_step():
             return distribute.exact_test_step(self, data)
         if distribute.carries_links(data):
             return distribute.one_device_test_step(self, data)
         return super().test_step(data)
+
+    def _with_checked_ids(self, data):
+        """`data` (a training or evaluation batch) after a check of its ids.
+
+        Every id of `source_ids`, `target_in_ids` and the labels must lie in
+        `[0, vocabulary size)` of its side; else the step stops with
+        `tf.errors.InvalidArgumentError` "assertion failed: [target_out_ids
+        (y) holds an id outside [0, 40) ...]" and the batch's smallest and
+        largest id, before the embedding lookup or the loss fail on it (on a
+        CPU deep inside TensorFlow; on a GPU a lookup beyond the table reads
+        zeros silently). A batch of `kerasseq.data.make_dataset` never holds
+        such ids; a user's own arrays or dataset can. The check is graph ops
+        (`tf.debugging.Assert`); an XLA-compiled step (`jit_compile=True`,
+        the default on a GPU) skips them, as XLA does every assertion.
+        """
+        x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+        if isinstance(x, dict):
+            named = [(x.get("source_ids"), "source_ids", "source"),
+                     (x.get("target_in_ids"), "target_in_ids", "target")]
+        elif isinstance(x, (tuple, list)) and len(x) == 2:
+            named = [(x[0], "source_ids (x[0])", "source"),
+                     (x[1], "target_in_ids (x[1])", "target")]
+        else:
+            named = []
+        named.append((y, "target_out_ids (y)", "target"))
+        checks = []
+        for ids, name, side in named:
+            size = getattr(self, f"{side}_vocab_size", None)
+            if (not isinstance(size, numbers.Integral) or not isinstance(ids, tf.Tensor)
+                    or not ids.dtype.is_integer):
+                continue
+            inside = tf.logical_and(tf.reduce_all(ids >= 0), tf.reduce_all(ids < size))
+            checks.append(tf.debugging.Assert(inside, [
+                f"{name} holds an id outside [0, {size}) (the {side} vocabulary size is "
+                f"{size}); the smallest and largest id of the batch:",
+                tf.reduce_min(ids), tf.reduce_max(ids)]))
+        if not checks:
+            return data
+        with tf.control_dependencies(checks):  # before anything reads the ids
+            return tf.nest.map_structure(
+                lambda value: tf.identity(value) if isinstance(value, tf.Tensor) else value, data)
 
     def compute_predictions_and_loss(self, x, y, sample_weight=None, training=True):
         """`(y_pred, loss)` of one batch: the forward pass and `compute_loss`.
@@ -378,7 +422,10 @@ class Seq2SeqModel(keras.Model):
         tokens; beyond that, see the "Lengths" section of the model's class.
 
         Args:
-            texts: a string or a list of strings.
+            texts: a string or a list of strings, or what `kerasseq.translate`
+                takes as text: a `tf.string` tensor or array (one string or a
+                batch), a `tf.data.Dataset` of strings (read to its end), bytes
+                (UTF-8; invalid bytes become U+FFFD, as in exports).
             config: optional `kerasseq.SearchConfig`.
             return_scores: also return the search scores.
             verbose: 1 shows a Keras progress bar over the texts.
@@ -389,8 +436,9 @@ class Seq2SeqModel(keras.Model):
         Returns what `kerasseq.Translator.translate` does (blank texts, n-best
         lists, scores and alignments are described there).
         """
-        return self.translator(config, **settings).translate(
-            texts, return_scores=return_scores, verbose=verbose,
+        translator = self.translator(config, **settings)  # checks the settings first
+        return translator.translate(
+            as_texts(texts), return_scores=return_scores, verbose=verbose,
             return_alignments=return_alignments, alignment_layer=alignment_layer,
             alignment_head=alignment_head,
         )

@@ -18,6 +18,7 @@ and costs one model per member at decoding time.
 
 import os
 import re
+import zipfile
 
 import keras
 import numpy as np
@@ -231,6 +232,14 @@ def check_same_architecture(first, other, first_name="the first model", other_na
 
 
 def _load(path):
+    if str(path).endswith(".keras") and os.path.isfile(path):
+        # Keras reports a .keras file that is no zip archive (truncated,
+        # overwritten) as "File not found"; say what is wrong with it.
+        try:
+            zipfile.ZipFile(path).close()
+        except (zipfile.BadZipFile, OSError) as error:
+            raise ValueError(f"{path!r} is corrupt or unreadable: a .keras file is a zip "
+                             f"archive and this one cannot be opened ({error})") from None
     try:
         return keras.saving.load_model(path, compile=False)
     except Exception as error:  # noqa: BLE001  (Keras raises many kinds; one message)

@@ -1,5 +1,7 @@
 """What every kerasseq model shares (`Seq2SeqModel`): checked for both models."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -219,3 +221,32 @@ def test_clone_model_of_models_sharing_weights(kind, kwargs):
     source = SOURCE[:2]
     target = np.array([[2, 5, 6], [2, 7, 0]], "int32")
     np.testing.assert_allclose(clone([source, target]), model([source, target]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_fit_and_evaluate_name_ids_beyond_the_vocabulary(kind):
+    """A user's arrays with an id outside a vocabulary: `fit` and `evaluate` stop
+    with the input, the vocabulary size and the batch's extreme ids, before the
+    embedding lookup or the loss (which on a GPU would read zeros silently)."""
+    keras.utils.set_random_seed(5)
+    model = BUILDERS[kind](source_vocab_size=SOURCE_VOCAB_SIZE, target_vocab_size=11)
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    good = [SOURCE, np.array([[2, 4, 5, 0], [2, 6, 0, 0], [2, 7, 8, 9]], "int32"),
+            np.array([[4, 5, 3, 0], [6, 3, 0, 0], [7, 8, 9, 3]], "int32")]
+    history = model.fit(tuple(good[:2]), good[2], epochs=1, verbose=0)  # in range: trains
+    assert np.isfinite(history.history["loss"][0])
+    names = ["source_ids (x[0])", "target_in_ids (x[1])", "target_out_ids (y)"]
+    sizes = [SOURCE_VOCAB_SIZE, 11, 11]
+    for index, bad_id in [(0, SOURCE_VOCAB_SIZE + 7), (1, 11), (2, 40), (0, -1)]:
+        arrays = [array.copy() for array in good]
+        arrays[index][2, 1] = bad_id
+        smallest, largest = min(bad_id, 0), max(bad_id, int(good[index].max()))
+        side = "source" if index == 0 else "target"
+        expected = (rf"{re.escape(names[index])} holds an id outside \[0, {sizes[index]}\) "
+                    rf"\(the {side} vocabulary size is {sizes[index]}\)")
+        with pytest.raises(tf.errors.InvalidArgumentError, match=expected) as raised:
+            model.fit(tuple(arrays[:2]), arrays[2], epochs=1, verbose=0)
+        assert f"[{smallest}] [{largest}]" in str(raised.value), str(raised.value)[:800]
+        with pytest.raises(tf.errors.InvalidArgumentError, match=expected):
+            model.evaluate(tuple(arrays[:2]), arrays[2], verbose=0)

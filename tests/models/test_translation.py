@@ -146,3 +146,32 @@ def test_translate_accepts_what_translator_accepts():
         np.testing.assert_array_equal(ours, theirs)
     with pytest.raises(ValueError, match="return_alignments needs text input"):
         translate(table, ids, return_alignments=True)
+
+
+def test_model_translate_accepts_the_text_that_translate_accepts(g2p):
+    """`model.translate` takes a `tf.string` tensor, a NumPy array of strings, a
+    `tf.data.Dataset` of strings and UTF-8 bytes (invalid bytes as U+FFFD), through
+    the conversion of `kerasseq.translate`; source ids are refused with a pointer."""
+    model, words, _ = g2p
+    words = words[:5]
+    expected = model.translate(words, num_beams=2)
+    assert len(set(expected)) > 1
+    assert model.translate(tf.constant(words), num_beams=2) == expected
+    assert model.translate(np.array(words), num_beams=2) == expected
+    assert model.translate(tf.data.Dataset.from_tensor_slices(words).batch(2),
+                           num_beams=2) == expected
+    assert model.translate(tf.data.Dataset.from_tensor_slices(words), num_beams=2) == expected
+    assert model.translate([word.encode() for word in words], num_beams=2) == expected
+    assert translate(model, tf.constant(words), num_beams=2) == expected
+    # invalid UTF-8 bytes: U+FFFD, as an export does (tf.strings.unicode_transcode)
+    bad = words[0].encode() + b"\xe9"
+    replaced = tf.strings.unicode_transcode(bad, "UTF-8", "UTF-8", errors="replace")
+    assert replaced.numpy().decode("utf-8") == words[0] + "\ufffd"
+    assert model.translate(tf.constant([bad]), num_beams=2) == model.translate(
+        [words[0] + "\ufffd"], num_beams=2)
+    texts, scores = model.translate(tf.constant(words), num_beams=2, return_scores=True)
+    assert texts == expected and len(scores) == len(words)
+    with pytest.raises(TypeError, match=r"source ids; decode ids with model.generate"):
+        model.translate(model.source_tokenizer.encode(words).to_tensor())
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str"):
+        model.translate(["cat", 42])

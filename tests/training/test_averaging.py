@@ -107,8 +107,15 @@ def test_mismatched_checkpoints_raise(tmp_path):
     with pytest.raises(ValueError, match=r"weight .*kernel.* is \(2, 3\) float32 in .*small.keras"):
         average_checkpoints([small, large])
     (tmp_path / "broken.keras").write_text("not a zip")
-    with pytest.raises(ValueError, match="broken.keras.* not a loadable Keras model"):
+    with pytest.raises(ValueError, match="broken.keras.* is corrupt or unreadable: .*"
+                                         r"\(File is not a zip file\)"):
         average_checkpoints([rnn, str(tmp_path / "broken.keras")])
+    # a truncated checkpoint (a copy cut short): corrupt, not "File not found"
+    data = (tmp_path / "rnn.keras").read_bytes()
+    (tmp_path / "truncated.keras").write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match="truncated.keras.* is corrupt or unreadable") as raised:
+        average_checkpoints([rnn, str(tmp_path / "truncated.keras")])
+    assert "not found" not in str(raised.value)
 
 
 def test_keep_last_checkpoints_keeps_the_newest_and_refuses_a_later_runs_files(model, tmp_path):
