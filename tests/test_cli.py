@@ -339,7 +339,7 @@ SEARCH_RANGE_ERRORS = [
      "argument --beam: expected a positive integer (1 = greedy), got '0'"),
     (["translate", "/tmp/x", "cat", "--no-repeat-ngram-size", "-1"],
      "argument --no-repeat-ngram-size: expected an integer >= 0, got '-1'"),
-    (["evaluate", "/tmp/x", "--nbest", "0"],
+    (["translate", "/tmp/x", "cat", "--nbest", "0"],
      "argument --nbest: expected a positive integer, got '0'"),
     (["export", "/tmp/x", "/tmp/kerasseq-never-written", "--max-length", "0"],
      "argument --max-length: expected a positive integer, got '0'"),
