@@ -247,16 +247,17 @@ class Translator:
         config = self._search_config
         if max_length != config.max_length:  # a batch's own limit (max_length_a)
             config = config.with_max_length(max_length)
-        step_fn, end_id = _common.ban_ids(self.model.decode_step, self.banned_ids), self.end_id
+        step_fn, end_id, banned = self.model.decode_step, self.end_id, self.banned_ids
         if config.method == "beam":
             shared = tuple(contract.optional(self.model, "shared_state_keys", ()))
-            return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared)
+            return beam_search_loop(step_fn, start_tokens, state, config, end_id, shared, banned)
             # (rows, num_return, max_length), (rows, num_return) x 3
         if config.method == "greedy":
-            token_ids, scores, lengths = greedy_loop(step_fn, start_tokens, state, config, end_id)
+            token_ids, scores, lengths = greedy_loop(step_fn, start_tokens, state, config, end_id,
+                                                     banned)
         else:
             token_ids, scores, lengths = sample_loop(step_fn, start_tokens, state, config,
-                                                     end_id, seed)
+                                                     end_id, seed, banned)
         # (rows, max_length), (rows,), (rows,) -> one hypothesis per row
         return token_ids[:, None, :], scores[:, None], lengths[:, None], scores[:, None]
 

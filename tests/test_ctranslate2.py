@@ -101,7 +101,10 @@ def test_every_variant_scores_and_decodes_as_kerasseq(variant, tmp_path):
     expected, expected_scores = model.translate(texts, method="greedy", return_scores=True)
     found, scores = translator.translate(texts, return_scores=True)
     assert found == expected
-    np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+    # CTranslate2's bans ([PAD], [START]: suppress_sequences) renormalise the
+    # other tokens, kerasseq's do not (fairseq's rule): its scores are higher by
+    # the banned mass, which an untrained model makes large (docs/export.md).
+    assert np.all(np.asarray(scores) >= np.asarray(expected_scores) - 1e-5)
     # Per-token log-probabilities of the same targets (end token included).
     tokens = translator.source_tokens(texts)
     vocabulary = model.target_tokenizer.get_vocabulary()
@@ -113,6 +116,15 @@ def test_every_variant_scores_and_decodes_as_kerasseq(variant, tmp_path):
                                                              for target in targets])
     for result, log_probs in zip(scored, reference, strict=True):
         np.testing.assert_allclose(result.log_probs, log_probs, atol=1e-5)
+
+
+def assert_renormalised_scores(found, expected, most=0.05):
+    """CTranslate2's bans ([PAD], [START]) renormalise the other tokens and
+    kerasseq's do not (fairseq's rule, docs/export.md): for a trained model,
+    which gives those ids little probability, its scores are higher by a
+    little, never lower."""
+    difference = np.asarray(found) - np.asarray(expected)
+    assert np.all(difference >= -1e-5) and np.all(difference < most), difference
 
 
 def test_vocabularies_map_every_id_and_the_special_tokens(tmp_path):
@@ -142,7 +154,7 @@ def test_trained_model_greedy_and_beam_identical(trained):
         found, scores = CTranslate2Translator(path, **settings).translate(
             texts, return_scores=True)
         assert found == expected, settings
-        np.testing.assert_allclose(scores, expected_scores, atol=1e-4)
+        assert_renormalised_scores(scores, expected_scores)
 
 
 def test_defaults_are_kerasseqs_beam_4(trained):
@@ -165,8 +177,7 @@ def test_blank_and_unknown_texts(trained):
     # The second hypothesis of a real text may differ: CTranslate2 finishes a
     # hypothesis only if it ranks in the top k of the 2k candidates (docs/export.md).
     assert [hyps[0] for hyps in found[2:]] == [hyps[0] for hyps in expected[2:]]
-    np.testing.assert_allclose([s[0] for s in scores[2:]], [s[0] for s in expected_scores[2:]],
-                               atol=1e-4)
+    assert_renormalised_scores([s[0] for s in scores[2:]], [s[0] for s in expected_scores[2:]])
 
 
 def test_long_sources_are_cut_to_the_position_table(trained):
@@ -298,7 +309,7 @@ def test_cli_exports_and_translates_a_ctranslate2_directory(trained, tmp_path, c
             (["export", model_path, str(tmp_path / "x"), "--quantization", "int8"],
              "--quantization applies to --format ctranslate2"),
             (["translate", export_dir, "cat", "--alignments"], "--alignments needs"),
-            (["translate", export_dir, "cat", "--beam", "0"], "--beam"),
+            (["translate", export_dir, "cat", "--beam", "2", "--nbest", "3"], "--nbest"),
     ):
         assert main(args) == 2, args
         error = capsys.readouterr().err.strip().splitlines()

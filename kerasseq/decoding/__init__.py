@@ -35,10 +35,11 @@ Common arguments. Every decoder takes these (each says what it adds):
 - `banned_ids`: sequence of token ids (keyword-only) that are never
   generated, besides padding (0) and `start_id`, which no search ever
   generates (the results are 0-padded, and the start token is only fed); the
-  end token is never banned. The ban sets their logits to `-inf` before the
-  `log_softmax` (`_common.ban_ids`), so the search runs on the model's
-  distribution over the other tokens (renormalised), and the scores and
-  lengths count only tokens the text holds. `kerasseq.Translator` adds the
+  end token is never banned. The ban sets their log-probabilities to `-inf`
+  after the `log_softmax` (`_common.log_probs_float32`), as fairseq bans
+  padding: the other tokens keep the model's log-probabilities (not
+  renormalised, like the two bans above), and the scores and lengths count
+  only tokens the text holds. `kerasseq.Translator` adds the
   target tokenizer's `[UNK]` with `SearchConfig.ban_unk`.
 - `jit_compile`: bool, compile the loop with XLA (the one description of
   how a decoder runs). Inside a `tf.function` (yours, or the one

@@ -122,9 +122,13 @@ def num_rows(tensor):
 # --------------------------------------------------------------------------
 
 
-def log_probs_float32(logits):
-    """`log_softmax` over the vocabulary, computed in float32."""
-    return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+def log_probs_float32(logits, banned_ids=()):
+    """`log_softmax` over the vocabulary, computed in float32, then `-inf` at
+    `banned_ids` (`ban_tokens`). The ban comes after the softmax, as fairseq
+    bans padding: the other tokens keep the model's log-probabilities (not
+    renormalised, like the `min_length` and n-gram bans), so a search's scores
+    stay the model's log P of what the text holds."""
+    return ban_tokens(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1), banned_ids)
 
 
 def never_generated(start_id, end_id, banned_ids=()):
@@ -154,25 +158,6 @@ def ban_tokens(logits, banned_ids):
         tf.equal(vocabulary[:, None], tf.constant(banned_ids, tf.int32)[None, :]), axis=1
     )  # (vocab_size,), a constant once the vocabulary size is known
     return tf.where(banned, tf.constant(NEG_INF, logits.dtype), logits)
-
-
-def ban_ids(step_fn, banned_ids):
-    """`step_fn` with `ban_tokens` applied to its logits: every search's ban.
-
-    The ban acts on the logits, before `log_softmax`: a search over the
-    returned step function is the search over a model that gives the banned
-    ids no probability (the other tokens' probabilities are renormalised), so
-    scores and lengths count only tokens the text holds. The state passes
-    through untouched (beam search's shared state stays the same tensor).
-    """
-    if not banned_ids:
-        return step_fn
-
-    def banned_step(token_ids, state, step):
-        logits, new_state = step_fn(token_ids, state, step)
-        return ban_tokens(logits, banned_ids), new_state
-
-    return banned_step
 
 
 def forbid_end(log_probs, end_id, step, min_length):
@@ -251,7 +236,8 @@ class PathState(collections.namedtuple(
     """
 
 
-def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, config):
+def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, config,
+                       banned_ids=()):
     """Run one `tf.while_loop` that extends one hypothesis per batch row.
 
     Args:
@@ -265,6 +251,8 @@ def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, conf
         end_id: Python int.
         config: a `SearchConfig` (`max_length`, `min_length` and
             `no_repeat_ngram_size` are read).
+        banned_ids: ids never generated (`never_generated`), banned after the
+            softmax (`log_probs_float32`).
 
     Returns:
         `(token_ids, scores, lengths)`: int32 `(batch_size, max_length)`,
@@ -285,7 +273,7 @@ def single_path_decode(step_fn, choose_tokens, start_tokens, state, end_id, conf
 
     def extend(path, state):
         logits, new_state = step_fn(path.tokens, state, path.step)
-        log_probs = log_probs_float32(logits)  # (batch_size, vocab_size)
+        log_probs = log_probs_float32(logits, banned_ids)  # (batch_size, vocab_size)
         allowed = forbid_end(log_probs, end_id, path.step, config.min_length)
         allowed = ban_repeated_ngrams(allowed, path.sequences, path.step,
                                       config.no_repeat_ngram_size)

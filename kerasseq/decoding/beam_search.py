@@ -143,7 +143,8 @@ def beam_search(
           token.
         - `log_probs`: float32 `(batch_size, num_return)`, log P(Y | X) with
           the end token included; equal to `scores` when both penalties are 0.
-        The end-token ban of `min_length` does not renormalise log P.
+        The bans (`min_length`'s end token, `banned_ids`, padding and the
+        start token, repeated n-grams) do not renormalise log P.
 
     Example:
 
@@ -160,13 +161,13 @@ def beam_search(
     >>> lengths.numpy().tolist()   # the empty output (p = 0.6) beats "a b" (0.36)
     [[0]]
     """
-    step_fn = _common.ban_ids(step_fn, _common.check_step_arguments(batch_size, start_id, end_id,
-                                                                     banned_ids))
+    banned_ids = _common.check_step_arguments(batch_size, start_id, end_id, banned_ids)
     config = SearchConfig(method="beam", num_beams=num_beams, num_return=num_return,
                           max_length=max_length, min_length=min_length,
                           length_penalty=length_penalty, coverage_penalty=coverage_penalty,
                           no_repeat_ngram_size=no_repeat_ngram_size)
-    settings = _beam_settings(config, end_id, shared_state, state)  # before anything is traced
+    settings = _beam_settings(config, end_id, shared_state, state,  # before anything is traced
+                              banned_ids)
 
     def loop(start_tokens, state):
         return _search(step_fn, settings, start_tokens, state)
@@ -178,7 +179,8 @@ def beam_search(
     return token_ids, scores, lengths
 
 
-def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=()):
+def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=(),
+                     banned_ids=()):
     """The loop of `beam_search` for a checked `SearchConfig`, to run inside a graph.
 
     Args:
@@ -186,16 +188,17 @@ def beam_search_loop(step_fn, start_tokens, state, config, end_id, shared_state=
             `min_length`, `length_penalty`, `coverage_penalty`,
             `no_repeat_ngram_size` are read).
         shared_state: names of state tensors, see `beam_search`.
+        banned_ids: the ids never generated (`_common.never_generated`).
 
     Returns:
         `(token_ids, scores, lengths, log_probs)` as `beam_search` with
         `return_log_probs=True`.
     """
-    return _search(step_fn, _beam_settings(config, end_id, shared_state, state),
+    return _search(step_fn, _beam_settings(config, end_id, shared_state, state, banned_ids),
                    start_tokens, state)
 
 
-def _beam_settings(config, end_id, shared_state, state):
+def _beam_settings(config, end_id, shared_state, state, banned_ids=()):
     """The `_BeamSettings` of a `SearchConfig`, checked against the model's `state`."""
     if config.coverage_penalty > 0 and _common.ATTENTION_WEIGHTS not in state:
         raise ValueError(
@@ -210,7 +213,7 @@ def _beam_settings(config, end_id, shared_state, state):
         min_length=config.min_length, length_penalty=float(config.length_penalty),
         coverage_penalty=float(config.coverage_penalty), num_return=config.num_return,
         shared_state=_check_shared_state(shared_state, state),
-        no_repeat_ngram_size=config.no_repeat_ngram_size)
+        no_repeat_ngram_size=config.no_repeat_ngram_size, banned_ids=tuple(banned_ids))
 
 
 # The settings the loop reads, as plain Python values (a SearchConfig may hold
@@ -218,6 +221,7 @@ def _beam_settings(config, end_id, shared_state, state):
 _BeamSettings = collections.namedtuple("_BeamSettings", [
     "end_id", "num_beams", "max_length", "min_length",
     "length_penalty", "coverage_penalty", "num_return", "shared_state", "no_repeat_ngram_size",
+    "banned_ids",
 ])
 
 
@@ -330,7 +334,8 @@ def _beam_step(step_fn, settings, batch_size, beams, state):
     """One step: expand, split candidates into finished and alive, check stop."""
     num_beams = settings.num_beams
     logits, new_state = step_fn(beams.alive_tokens, state, beams.step)
-    log_probs = _common.log_probs_float32(logits)  # (batch_size * num_beams, vocab_size)
+    log_probs = _common.log_probs_float32(logits, settings.banned_ids)
+    # (batch_size * num_beams, vocab_size); never-generated ids at -inf
     log_probs = _common.forbid_end(log_probs, settings.end_id, beams.step, settings.min_length)
     vocab_size, max_length = log_probs.shape[-1], settings.max_length
     log_probs = _common.ban_repeated_ngrams(  # each beam's own tokens

@@ -109,8 +109,8 @@ class SearchConfig:
             on dev data. 0 (default) turns it off, at no cost.
         ban_unk: bool, never generate the target tokenizer's `[UNK]` (id 1),
             as `banned_ids` of the decoders in `kerasseq.decoding` bans it:
-            its logit is set to `-inf` at every step of every search (the
-            other tokens' probabilities renormalised). `[PAD]` (0) and
+            its log-probability is set to `-inf` at every step of every
+            search (the others are not renormalised). `[PAD]` (0) and
             `[START]` are never generated in any case. False (default)
             lets the model emit `[UNK]`.
 

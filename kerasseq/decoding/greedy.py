@@ -43,24 +43,24 @@ def greedy(step_fn, state, batch_size, start_id, end_id, max_length, min_length=
     >>> ids.numpy().tolist(), lengths.numpy().tolist()
     ([[3, 2, 0, 0, 0]], [2])
     """
-    step_fn = _common.ban_ids(step_fn, _common.check_step_arguments(batch_size, start_id, end_id,
-                                                                     banned_ids))
+    banned_ids = _common.check_step_arguments(batch_size, start_id, end_id, banned_ids)
     config = SearchConfig(method="greedy", max_length=max_length, min_length=min_length,
                           no_repeat_ngram_size=no_repeat_ngram_size)
 
     def loop(start_tokens, state):
-        return greedy_loop(step_fn, start_tokens, state, config, end_id)
+        return greedy_loop(step_fn, start_tokens, state, config, end_id, banned_ids)
 
     return _common.run_loop(loop, state, batch_size, start_id, jit_compile)
 
 
-def greedy_loop(step_fn, start_tokens, state, config, end_id):
+def greedy_loop(step_fn, start_tokens, state, config, end_id, banned_ids=()):
     """The loop of `greedy` for a checked `SearchConfig`, to run inside a graph.
 
     Returns:
         `(token_ids, scores, lengths)` as `greedy` does.
     """
-    return _common.single_path_decode(step_fn, _arg_max, start_tokens, state, end_id, config)
+    return _common.single_path_decode(step_fn, _arg_max, start_tokens, state, end_id, config,
+                                      banned_ids)
 
 
 def _arg_max(log_probs, logits, step):

@@ -47,7 +47,9 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     Returns:
         `(token_ids, scores, lengths)` as `greedy` returns them; the scores
         are the model's log-probabilities before temperature and filtering
-        (renormalised without the banned ids, as every search's).
+        (the banned ids get probability zero, the others are not
+        renormalised, as in every search; the draw itself is from the
+        distribution over the allowed tokens).
 
     Example:
 
@@ -59,8 +61,7 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     >>> ids.numpy().tolist()  # top_k=1 keeps only the most probable token
     [[3, 3, 3, 3], [3, 3, 3, 3]]
     """
-    step_fn = _common.ban_ids(step_fn, _common.check_step_arguments(batch_size, start_id, end_id,
-                                                                     banned_ids))
+    banned_ids = _common.check_step_arguments(batch_size, start_id, end_id, banned_ids)
     config = SearchConfig(method="sample", max_length=max_length, min_length=min_length,
                           temperature=temperature, top_k=top_k, top_p=top_p,
                           seed=None if tf.is_tensor(seed) else seed,
@@ -68,7 +69,7 @@ def sample(step_fn, state, batch_size, start_id, end_id, max_length, temperature
     seed_tensor = sampling_seed(seed)
 
     def loop(start_tokens, state, seed):
-        return sample_loop(step_fn, start_tokens, state, config, end_id, seed)
+        return sample_loop(step_fn, start_tokens, state, config, end_id, seed, banned_ids)
 
     return _common.run_loop(loop, state, batch_size, start_id, jit_compile, seed_tensor)
 
@@ -100,7 +101,7 @@ def sampling_seed(seed, method="sample"):
     return tf.constant(int(seed) % (2**31 - 1), tf.int32)
 
 
-def sample_loop(step_fn, start_tokens, state, config, end_id, seed):
+def sample_loop(step_fn, start_tokens, state, config, end_id, seed, banned_ids=()):
     """The loop of `sample` for a checked `SearchConfig`, to run inside a graph.
 
     Args:
@@ -114,7 +115,8 @@ def sample_loop(step_fn, start_tokens, state, config, end_id, seed):
     def draw(log_probs, logits, step):
         return _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p)
 
-    return _common.single_path_decode(step_fn, draw, start_tokens, state, end_id, config)
+    return _common.single_path_decode(step_fn, draw, start_tokens, state, end_id, config,
+                                      banned_ids)
 
 
 def _draw_tokens(log_probs, logits, step, seed, temperature, top_k, top_p):

@@ -81,8 +81,20 @@ def run(method, model, **kwargs):
         max_length=6, **settings, **kwargs)]
 
 
-@pytest.mark.parametrize("method", ["greedy", "beam", "sample"])
-def test_banned_search_equals_the_search_of_a_model_that_masks_the_ids(method):
+def model_log_prob(model, row, tokens, length):
+    """log P(tokens, then the end token if the output ended) of the plain model."""
+    prefix, total = (), 0.0
+    for token in list(tokens[:length]) + ([END_ID] if length < len(tokens) else []):
+        total += model.log_probs(row, prefix)[token]
+        prefix += (token,)
+    return total
+
+
+@pytest.mark.parametrize("method", ["greedy", "sample"])
+def test_banned_search_picks_as_a_model_that_masks_the_ids_and_keeps_model_scores(method):
+    # One path per row: the choice (arg-max, or a draw, which a per-row shift of
+    # the log-probabilities does not change) is the masked model's; the score
+    # is the plain model's log P of the output, not renormalised (fairseq's ban).
     banned = (2, 4)
     plain = PrefixTableModel(batch_size=8, vocab_size=6, seed=3, end_bias=-1.0)
     masked = PrefixTableModel(batch_size=8, vocab_size=6, seed=3, end_bias=-1.0,
@@ -93,7 +105,9 @@ def test_banned_search_equals_the_search_of_a_model_that_masks_the_ids(method):
     outputs = run(method, plain, banned_ids=banned)
     np.testing.assert_array_equal(outputs[0], expected[0])
     np.testing.assert_array_equal(outputs[2], expected[2])
-    np.testing.assert_allclose(outputs[1], expected[1], rtol=1e-5, atol=1e-5)
+    scores = [model_log_prob(plain, row, outputs[0][row], outputs[2][row]) for row in range(8)]
+    np.testing.assert_allclose(outputs[1], scores, rtol=1e-5, atol=1e-5)
+    assert np.all(outputs[1] < expected[1] + 1e-6)  # below the renormalised scores
     assert not np.isin(outputs[0], banned).any() and not free[1].tolist() == outputs[1].tolist()
     if method != "sample":  # XLA draws other numbers from the same seed
         assert_xla_matches_graph_mode(lambda **kwargs: run(method, plain, banned_ids=banned,
@@ -107,7 +121,7 @@ def test_exhaustive_banned_beam_equals_brute_force_over_the_masked_model(seed, v
     # n-best list is the exact top of every sequence without ids 0 and 3.
     plain = PrefixTableModel(batch_size=3, vocab_size=vocab_size, seed=seed, end_bias=0.5)
     masked = PrefixTableModel(batch_size=3, vocab_size=vocab_size, seed=seed, end_bias=0.5,
-                              masked_ids=(3,))
+                              banned_ids=(3,))  # the reference: banned after the softmax
     token_ids, scores, lengths, log_probs = (np.asarray(output) for output in beam_search(
         plain.step_fn, plain.initial_state(), 3, START_ID, END_ID,
         num_beams=vocab_size ** (max_length - 1), max_length=max_length, length_penalty=alpha,
@@ -229,10 +243,11 @@ def test_export_and_command_line_carry_ban_unk(models, tmp_path, capsys):
 
 def test_cli_flag_sets_the_field_only_when_given():
     from kerasseq_cli import make_parser
-    from kerasseq_cli.commands import _search_kwargs
+    from kerasseq_cli.commands import _search_config
 
-    assert _search_kwargs(make_parser().parse_args(["translate", "m", "--ban-unk"]))["ban_unk"]
-    assert "ban_unk" not in _search_kwargs(make_parser().parse_args(["translate", "m"]))
+    parse = make_parser().parse_args
+    assert _search_config(parse(["translate", "m", "--ban-unk"])).ban_unk is True
+    assert _search_config(parse(["translate", "m"])).ban_unk is False
 
 
 @pytest.mark.parametrize("kind", ["rnn", "transformer"])

@@ -69,9 +69,9 @@ def test_ban_is_the_definition_and_ignores_what_follows_the_step(size):
 def test_start_token_is_never_generated_so_never_repeated():
     # Token 0 is [start] and padding; the Markov chain on the previous token
     # prefers "a" after 0 and 0 after "a". Without the ban greedy said a 0 a
-    # (then 0 was banned by the bigram (a, 0)); with it 0 never comes, its
-    # probability goes to the others: after [start] P(a) = 0.9 / 0.95, after
-    # "a" P([end]) = 0.08 / 0.1, so the output is "a".
+    # (then 0 was banned by the bigram (a, 0)); with it 0 never comes, and the
+    # others keep the model's probabilities (the ban does not renormalise):
+    # after [start] P(a) = 0.9, after "a" P([end]) = 0.08, so the output is "a".
     probabilities = np.full((3, 3), 0.05)
     probabilities[0] = [0.05, 0.05, 0.9]  # after [start]: "a"
     probabilities[2] = [0.9, 0.08, 0.02]  # after "a": 0
@@ -79,7 +79,7 @@ def test_start_token_is_never_generated_so_never_repeated():
     token_ids, scores, lengths = greedy(model.step_fn, model.initial_state(), 1, START_ID,
                                         END_ID, max_length=6, no_repeat_ngram_size=2)
     assert unpad(token_ids[0], lengths[0]) == (2,)
-    np.testing.assert_allclose(scores[0], math.log(0.9 / 0.95 * 0.08 / 0.1), rtol=1e-6)
+    np.testing.assert_allclose(scores[0], math.log(0.9 * 0.08), rtol=1e-6)
 
 
 # ----------------------------------------------------- searches against references

@@ -32,11 +32,13 @@ class PrefixTableModel:
         end_bias: added to the end token's logit.
         scale: standard deviation of the table entries.
         masked_ids: ids whose logits this model sets to `-inf` itself (a model
-            that never gives them probability: what `banned_ids` must equal).
+            that never gives them probability; the others renormalised).
+        banned_ids: ids a search is asked to ban (`banned_ids=`), for the
+            reference `log_probs`: `-inf` after the softmax, not renormalised.
     """
 
     def __init__(self, batch_size, vocab_size, seed, num_codes=4096, end_bias=0.0, scale=2.0,
-                 masked_ids=()):
+                 masked_ids=(), banned_ids=()):
         rng = np.random.default_rng(seed)
         self.batch_size = batch_size
         self.vocab_size = vocab_size
@@ -50,6 +52,7 @@ class PrefixTableModel:
         )
         self._frequencies = tf.constant(self.frequencies, tf.float32)
         self.masked_ids = tuple(masked_ids)
+        self.banned_ids = tuple(banned_ids)
         self._mask = tf.constant(np.isin(np.arange(vocab_size), self.masked_ids))
 
     def initial_state(self):
@@ -74,16 +77,19 @@ class PrefixTableModel:
 
     def log_probs(self, row, prefix):
         """float64 `(vocab_size,)` log P(. | prefix) for batch row `row`, as the
-        searches see it: `-inf` at `masked_ids` and `NEVER_GENERATED`, the
-        other tokens renormalised."""
+        searches see it: the model's own distribution (`-inf` at `masked_ids`,
+        the others renormalised), then `-inf` at `NEVER_GENERATED` and
+        `banned_ids`, the searches' bans, which do not renormalise."""
         code = 0
         for token in prefix:
             code = (code * self.vocab_size + token + 1) % self.num_codes
         logits = self.table[row, code] + np.cos(sum(prefix) * self.frequencies)
         logits = logits + self.memory[row, 0] - self.memory[row, 1]
-        logits[list(self.masked_ids) + list(NEVER_GENERATED)] = -np.inf
+        logits[list(self.masked_ids)] = -np.inf
         logits = logits - logits.max()
-        return logits - np.log(np.exp(logits).sum())
+        log_probs = logits - np.log(np.exp(logits).sum())
+        log_probs[list(NEVER_GENERATED) + list(self.banned_ids)] = -np.inf
+        return log_probs
 
 
 def length_penalty(length, alpha):

@@ -116,7 +116,7 @@ def test_translate_bad_and_odd_inputs(trained_g2p):
     assert texts[0] == texts[3] == model.translate("cat") and scores[0] < 0
     nbest = model.translate(["   ", "cat"], num_beams=3, num_return=2)
     assert nbest[0] == ["", ""] and len(nbest[1]) == 2
-    with pytest.raises(TypeError, match=r"texts\[0\]"):
+    with pytest.raises(TypeError, match="texts must be text.*Received: source ids"):
         model.translate([42])
     # Unknown characters become [UNK]: the translation is that of the [UNK] ids.
     tokenizer = model.source_tokenizer
