@@ -111,10 +111,79 @@ SLOW_FIRST = (
     "tests/training/test_multi_worker_faults.py",
     "tests/test_translator.py",
     "tests/models/test_ensemble.py",
+    # the longest files of `make test` (CPU seconds, KERASSEQ_TEST_CPU_LOG)
+    "tests/models/test_transformer_seq2seq.py",
+    "tests/decoding/test_no_repeat_ngram.py",
+    "tests/models/test_base.py",
+    "tests/models/test_rnn_seq2seq.py",
+    "tests/decoding/test_banned_ids.py",
+    "tests/layers/test_keras_harness.py",
+    "tests/test_ctranslate2.py",
 )
 
 
+# Repetitions moved out of `make test` into `make test-all` (the `slow` marker's
+# rule, pyproject.toml): each checks again, through another door, on another
+# model or with more cases, a behaviour that a test left in `make test` checks
+# against its reference (named in the comment). Listed here, one place, rather
+# than spread as decorators: a node id without "[...]" covers every parameter.
+SLOW_REPETITIONS = (
+    # keras-hub's harness repeats Keras' run_layer_test (test_keras_run_layer_test)
+    "tests/layers/test_keras_harness.py::test_keras_hub_harness",
+    # the bans on the Transformer and the ensemble: the RNN's cases, and the toy
+    # searches against brute force (test_exhaustive_banned_beam_...), stay
+    *(f"tests/decoding/test_banned_ids.py::test_no_search_generates_pad_or_start_and_lengths_"
+      f"count_the_text[{method}-{kind}]" for method in ("greedy", "beam", "sample")
+      for kind in ("transformer", "ensemble")),
+    "tests/decoding/test_banned_ids.py::test_no_repeat_ngram_size_holds_for_the_text",
+    # the export and CLI doors of a setting: test_export_checks_each_thing_once_and_takes_
+    # every_setting and test_cli's search-flag tests carry every field
+    "tests/decoding/test_banned_ids.py::test_export_and_command_line_carry_ban_unk",
+    "tests/decoding/test_no_repeat_ngram.py::test_export_and_command_line_carry_the_guard",
+    "tests/decoding/test_no_repeat_ngram.py::test_beam_and_sampling_through_generate",
+    "tests/decoding/test_no_repeat_ngram.py::test_small_beams_keep_each_hypothesis_history",
+    "tests/decoding/test_no_repeat_ngram.py::test_greedy_through_generate_and_translate_"
+    "matches_the_contract_reference[ensemble]",
+    # CTranslate2 on a trained model: test_every_variant_scores_and_decodes_as_kerasseq
+    # compares tokens and per-token log-probabilities on every variant
+    "tests/test_ctranslate2.py::test_trained_model_greedy_and_beam_identical",
+    "tests/test_ctranslate2.py::test_defaults_are_kerasseqs_beam_4",
+    "tests/test_ctranslate2.py::test_blank_and_unknown_texts",
+    "tests/test_ctranslate2.py::test_long_sources_are_cut_to_the_position_table",
+    "tests/test_ctranslate2.py::test_int8_export_stores_each_matrix_as_int8_rows_with_a_scale",
+    "tests/test_ctranslate2.py::test_settings_without_a_ctranslate2_equivalent_are_refused",
+    "tests/test_ctranslate2.py::test_cli_exports_and_translates_a_ctranslate2_directory",
+    "tests/test_ctranslate2.py::test_export_replaces_only_a_ctranslate2_export_or_an_empty_"
+    "directory",
+    # the same check on the other model: the RNN's / the other parameter stays
+    "tests/models/test_base.py::test_fit_and_evaluate_name_ids_beyond_the_vocabulary[transformer]",
+    "tests/models/test_xla_training.py::test_one_xla_step_on_numpy_inputs_equals_one_step_"
+    "without_xla[transformer]",
+    "tests/models/test_transformer_seq2seq.py::test_beam_search_with_shared_cross_caches_"
+    "equals_tiled[penalties1]",
+    "tests/test_tflite.py::test_rnn_converts_and_greedy_equals_keras",
+    "tests/models/test_rnn_seq2seq.py::test_overfits_thirty_words",
+    # the session-based loader of TF Serving: test_export's other signature tests load
+    # with tf.saved_model.load; the CLI door of an export: test_cli_export_and_translate_
+    # with_the_saved_model (test_export.py)
+    "tests/test_export.py::test_saved_model_cli_lists_the_string_signatures",
+    "tests/test_cli.py::test_export_alignments_serves_the_links_of_translate",
+    "tests/test_cli.py::test_export_then_translate_equals_translate_with_the_same_beam",
+    # KeepLastCheckpoints through the CLI: test_averaging.py's library tests stay
+    "tests/test_cli_averaging_and_ensembles.py::test_train_keeps_the_last_epoch_checkpoints",
+    # bucket counts: test_compiled_shapes_stay_bounded stays
+    "tests/test_translator.py::test_geometric_buckets_compile_fewer_shapes_same_translations",
+)
+
+
+def _is_slow_repetition(nodeid):
+    return nodeid in SLOW_REPETITIONS or nodeid.split("[")[0] in SLOW_REPETITIONS
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _is_slow_repetition(item.nodeid):
+            item.add_marker(pytest.mark.slow)
     rank = {path: index for index, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
 
