@@ -1,6 +1,6 @@
 """The Transformer component pages quote their layer's `call` as the code has it.
 
-Each page holds a ```python block titled with the method (e.g. `title="CrossAttention.call
+Each page holds a ```python3 block (not run by the docs tests) titled with the method (e.g. `title="CrossAttention.call
 (...)"`) whose text is the method's source, dedented, its docstring left out. The docs test
 (tests/test_docs.py) runs the block, which only defines the functions.
 """
@@ -32,7 +32,7 @@ QUOTES = {
     "transformer_decoder_block.md": [TransformerDecoderBlock.call],
     "multi_head_attention.md": [MultiHeadAttention.call, MultiHeadAttention.attend],
 }
-BLOCK = re.compile(r'^```python title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
+BLOCK = re.compile(r'^```python3 title="(?P<title>[^"]+)"\n(?P<body>.*?)^```$', re.M | re.S)
 
 
 def quoted_source(methods):
