@@ -49,9 +49,11 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
       biases `(num_heads, key_dim)`;
     - output kernel `(num_heads, key_dim, output_dim)`, bias `(output_dim,)`.
 
-    `attend` computes the softmax in float32 with `keras.layers.Softmax`,
-    which gives masked positions zero weight (a fully masked row is all
-    zeros, never NaN), and casts the weights back to the compute dtype.
+    `attend` computes the softmax in float32, written out as
+    `keras.layers.Softmax` computes it over a mask (which would warn on a
+    one-token sequence): masked positions get zero weight (a fully masked
+    row is all zeros, never NaN); the weights are cast back to the compute
+    dtype.
     `call_step` attends over a key/value cache `(key_cache, value_cache)`,
     each `(batch_size, max_length, num_heads, key_dim)`, from `build_cache`.
 
@@ -107,7 +109,6 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
                          kernel_initializer=kernel_initializer,
                          bias_initializer=bias_initializer, **kwargs)
         self.output_dim = output_dim
-        self.softmax = keras.layers.Softmax(axis=-1, dtype="float32")  # masked, in float32
 
     def build(self, query_shape, value_shape, key_shape=None):
         for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
@@ -150,9 +151,15 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             `(batch_size, num_heads, target_length, source_length)`.
         """
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        scores = ops.einsum("bshd,bthd->bhts", k, q)  # Q K^T / sqrt(d_k)
-        mask = None if mask is None else ops.expand_dims(mask, axis=1)  # one mask for all heads
-        weights = ops.cast(self.softmax(scores, mask=mask), scores.dtype)
+        scores = ops.cast(ops.einsum("bshd,bthd->bhts", k, q), "float32")  # Q K^T / sqrt(d_k)
+        if mask is not None:  # one mask for all heads: a masked key gets exp(-1e9) = 0
+            mask = ops.expand_dims(mask, axis=1)
+            scores = ops.where(mask, scores, -1e9)
+        exp = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))  # softmax in float32
+        weights = exp / ops.sum(exp, axis=-1, keepdims=True)
+        if mask is not None:  # a fully masked row gets zero weights, not uniform ones
+            weights = ops.where(mask, weights, 0.0)
+        weights = ops.cast(weights, q.dtype)
         heads = ops.einsum("bhts,bshd->bthd", self._dropout_layer(weights, training=training), v)
         if self._use_gate:  # Keras' gated attention: heads ⊙ sigmoid(query W^G)
             heads = heads * self._gate_dense(query)

@@ -79,9 +79,25 @@ def test_call_step_has_one_signature_and_one_return_shape():
         causal.call_step(X[:, :1], None, cache[0])
 
 
-def test_multi_head_attention_softmax_is_keras_masked_softmax_in_float32():
-    layer = multi_head_attention.MultiHeadAttention(num_heads=2, key_dim=4, dtype="mixed_float16")
-    assert isinstance(layer.softmax, keras.layers.Softmax) and layer.softmax.compute_dtype == "float32"
+def test_multi_head_attention_softmax_equals_keras_masked_softmax_in_float32():
+    layer = multi_head_attention.MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(X, CONTEXT)
+    mask = np.array([[[1, 1, 0, 0, 0]] * 4, [[0, 0, 0, 0, 0]] + [[1, 1, 1, 1, 1]] * 3], bool)
+    q, k = layer.query_dense(X), layer.key_dense(CONTEXT)
+    _, weights = layer.attend(q, k, layer.value_dense(CONTEXT), mask)
+    scores = np.einsum("bshd,bthd->bhts", k, q) / np.sqrt(4.0)
+    expected = keras.layers.Softmax(dtype="float32")(scores, mask=mask[:, None])
+    np.testing.assert_allclose(weights, expected, atol=1e-6)
+    assert not np.asarray(weights)[1, :, 0].any()  # a fully masked row: zeros
+
+
+def test_a_one_token_sequence_attends_without_a_warning(recwarn):
+    # Keras' Softmax warns "softmax over axis -1 ... of size 1" (an error in this
+    # suite); one token attending to itself is a legitimate attention.
+    x = X[:, :1]
+    outputs, weights = CausalSelfAttention(d_model=8, num_heads=2)(x, return_attention_scores=True)
+    np.testing.assert_allclose(weights, np.ones((2, 2, 1, 1)))
+    assert not [w for w in recwarn if "softmax" in str(w.message)]
 
 
 def test_one_build_cache_signature():
