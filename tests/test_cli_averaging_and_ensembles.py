@@ -42,6 +42,17 @@ def run_dir(tmp_path_factory):
     return output
 
 
+@pytest.fixture(scope="module")
+def model_run_dir(tmp_path_factory):
+    """A run of one epoch without epoch checkpoints, for the tests that read
+    only its model.keras (the refusals)."""
+    output = str(tmp_path_factory.mktemp("cli_model") / "g2p")
+    assert main(["train", "--epochs", "1", "--learning-rate", "1e-2", "--output-dir", output,
+                 *TINY, "--evaluate-words", "0"]) == 0
+    assert not os.path.exists(os.path.join(output, "checkpoints"))
+    return output
+
+
 def test_train_keeps_the_last_epoch_checkpoints(run_dir):
     names = sorted(os.listdir(os.path.join(run_dir, "checkpoints")))
     assert names == ["epoch_002.keras", "epoch_003.keras"]
@@ -70,7 +81,8 @@ def test_average_a_run_directory(run_dir, tmp_path, capsys):
     assert "averaged 1 checkpoint(s)" in capsys.readouterr().out
 
 
-def test_average_errors_are_one_line(run_dir, tmp_path, capsys):
+def test_average_errors_are_one_line(model_run_dir, tmp_path, capsys):
+    run_dir = model_run_dir
     assert main(["average", str(tmp_path / "a.keras"), str(tmp_path / "missing.keras")]) == 2
     assert "no checkpoint at" in _error_line(capsys)
     assert main(["average", str(tmp_path / "a.keras"), str(tmp_path)]) == 2
@@ -108,7 +120,8 @@ def test_translate_evaluate_and_export_an_ensemble(run_dir, tmp_path, capsys):
     assert _printed_translations(capsys) == single
 
 
-def test_ensemble_of_other_vocabularies_is_a_one_line_error(run_dir, tmp_path, capsys):
+def test_ensemble_of_other_vocabularies_is_a_one_line_error(model_run_dir, tmp_path, capsys):
+    run_dir = model_run_dir
     source = TextTokenizer.from_texts(["abc"], split="character")
     target = TextTokenizer.from_texts(["A B C D E"], split="whitespace")
     build_rnn_seq2seq(embedding_dim=8, units=16, source_tokenizer=source,
