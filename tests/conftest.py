@@ -49,6 +49,20 @@ gc.freeze()
 gc.set_threshold(10_000, 20, 20)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_directory(tmp_path_factory):
+    """Tells tests/models/g2p_fixture.py where to keep the weights it trains
+    once per session: the pytest-xdist workers' common temporary folder."""
+    from tests.models import g2p_fixture
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-of-USER/pytest-N, above each worker's popen-gwN
+    g2p_fixture.SHARED_DIRECTORY = str(root / "shared")
+    yield
+    g2p_fixture.SHARED_DIRECTORY = None
+
+
 @pytest.fixture(autouse=True)
 def _seed_everything():
     # (A module-scoped fixture is set up before this one: one that draws random

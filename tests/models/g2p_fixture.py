@@ -2,6 +2,7 @@
 the models built and trained on it."""
 
 import functools
+import os
 
 from kerasseq.data import TextTokenizer, entries_to_pairs, load_cmudict
 
@@ -44,15 +45,62 @@ def train_on_tiny_g2p(model, epochs, learning_rate=1e-2, clipnorm=None, metrics=
     return model, entries
 
 
+# Where `trained_tiny_g2p_rnn` keeps the weights it trained, for the other
+# pytest-xdist workers of the session (tests/conftest.py sets it); None: in
+# this process only.
+SHARED_DIRECTORY = None
+
+
+def _tiny_g2p_rnn(seed):
+    from kerasseq.models import build_rnn_seq2seq
+
+    return tiny_g2p_model(build_rnn_seq2seq, seed, embedding_dim=16, units=32, max_target_length=10)
+
+
+@functools.lru_cache(maxsize=None)
+def _trained_tiny_g2p_rnn_weights(seed, epochs):
+    """The weights of `_tiny_g2p_rnn(seed)` after `epochs` on the 30 words.
+
+    Trained once per session: the first process to need them trains and
+    writes them to `SHARED_DIRECTORY` (under a lock), the others read them
+    there. The training is seeded, so the weights are those each process
+    would train (a training costs ~5 CPU-s, nearly all of it tracing)."""
+    import fcntl
+
+    import numpy as np
+
+    if SHARED_DIRECTORY is None:
+        return train_on_tiny_g2p(_tiny_g2p_rnn(seed), epochs)[0].get_weights()
+    os.makedirs(SHARED_DIRECTORY, exist_ok=True)
+    path = os.path.join(SHARED_DIRECTORY, f"tiny_g2p_rnn_{seed}_{epochs}.npz")
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(path):
+            weights = train_on_tiny_g2p(_tiny_g2p_rnn(seed), epochs)[0].get_weights()
+            np.savez(path + ".tmp.npz", *weights)
+            os.replace(path + ".tmp.npz", path)
+        with np.load(path) as stored:
+            return [stored[f"arr_{index}"] for index in range(len(stored.files))]
+
+
 def trained_tiny_g2p_rnn(seed, epochs):
     """An attention RNN trained briefly on `tiny_g2p()`, so outputs differ by word.
+
+    Each call returns a new model (compiled as `train_on_tiny_g2p` compiles it)
+    holding the trained weights, which are trained once per session for each
+    `(seed, epochs)`: what one test file does to its model reaches no other.
 
     Returns:
         `(model, words, pairs)`.
     """
-    from kerasseq.models import build_rnn_seq2seq
+    import keras
 
-    model, entries = train_on_tiny_g2p(
-        tiny_g2p_model(build_rnn_seq2seq, seed, embedding_dim=16, units=32, max_target_length=10),
-        epochs)
-    return model, [word for word, _ in entries], tiny_g2p()[1]
+    from kerasseq.training import MaskedSparseCategoricalCrossentropy
+
+    weights = _trained_tiny_g2p_rnn_weights(seed, epochs)
+    model = _tiny_g2p_rnn(seed)
+    model.set_weights(weights)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
+    model.optimizer.build(model.trainable_variables)  # saved and loaded as after a fit
+    entries, pairs, _, _ = tiny_g2p()
+    return model, [word for word, _ in entries], pairs
