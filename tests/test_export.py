@@ -38,7 +38,7 @@ from kerasseq.export import (
 from kerasseq.models import Ensemble, build_rnn_seq2seq, build_transformer_seq2seq
 from tests import processes
 from tests.decoding.toy_models import END_ID, START_ID, PrefixTableModel
-from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
+from tests.models.g2p_fixture import tiny_g2p_model, trained_tiny_g2p_rnn
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_BEAMS = 3
@@ -158,12 +158,10 @@ def serve_in_fresh_process(requests, cwd):
 
 @pytest.fixture(scope="module")
 def g2p_model():
-    model, entries = train_on_tiny_g2p(
-        tiny_g2p_model(build_rnn_seq2seq, 11, embedding_dim=16, units=32, attention="bahdanau",
-                       max_target_length=10),
-        epochs=12, clipnorm=1.0)
-    words = [word for word, _ in entries[:6]]
-    return model, words
+    """A Bahdanau-attention RNN trained briefly (test_translation.py's), and 6 of its words."""
+    model, words, _ = trained_tiny_g2p_rnn(seed=3, epochs=10)
+    assert model.attention == "bahdanau"
+    return model, words[:6]
 
 
 @pytest.fixture(scope="module")
