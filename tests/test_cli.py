@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tests import processes
+from tests.models.g2p_fixture import made_once
 
 TINY = ["--max-train-examples", "40", "--max-dev-examples", "20", "--evaluate-words", "10",
         "--embedding-dim", "8", "--units", "16", "--batch-size", "16", "--verbose", "0"]
@@ -76,14 +77,21 @@ def translations(stdout):
     return dict(line.split("\t") for line in stdout.splitlines())
 
 
+def trained_run():
+    """The run directory of `kerasseq train` (2 epochs of TINY), trained once per
+    session and read (never changed) by the tests of several files."""
+    def train(output):
+        # A large learning rate, so that two epochs give non-empty translations.
+        result = kerasseq("train", "--epochs", "2", "--learning-rate", "1e-2", "--output-dir",
+                          output, *TINY)
+        assert result.returncode == 0, result.stderr[-2000:]
+
+    return made_once("cli_run", train)
+
+
 @pytest.fixture(scope="module")
-def trained_dir(tmp_path_factory):
-    output = str(tmp_path_factory.mktemp("cli") / "g2p")
-    # A large learning rate, so that two epochs give non-empty translations.
-    result = kerasseq("train", "--epochs", "2", "--learning-rate", "1e-2", "--output-dir", output,
-                      *TINY)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return output
+def trained_dir():
+    return trained_run()
 
 
 @pytest.fixture(scope="module")

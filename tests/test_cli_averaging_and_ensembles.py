@@ -16,7 +16,7 @@ from kerasseq.data import TextTokenizer
 from kerasseq.models import Ensemble, build_rnn_seq2seq
 from kerasseq.training import average_checkpoints
 from kerasseq_cli import main
-from tests.test_cli import TINY
+from tests.test_cli import TINY, trained_run
 
 WORDS = ["cat", "dog", "tree"]
 
@@ -43,12 +43,10 @@ def run_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def model_run_dir(tmp_path_factory):
-    """A run of one epoch without epoch checkpoints, for the tests that read
-    only its model.keras (the refusals)."""
-    output = str(tmp_path_factory.mktemp("cli_model") / "g2p")
-    assert main(["train", "--epochs", "1", "--learning-rate", "1e-2", "--output-dir", output,
-                 *TINY, "--evaluate-words", "0"]) == 0
+def model_run_dir():
+    """test_cli.py's run (no epoch checkpoints), for the tests that read only its
+    model.keras (the refusals)."""
+    output = trained_run()
     assert not os.path.exists(os.path.join(output, "checkpoints"))
     return output
 

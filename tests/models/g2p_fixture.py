@@ -51,6 +51,31 @@ def train_on_tiny_g2p(model, epochs, learning_rate=1e-2, clipnorm=None, metrics=
 SHARED_DIRECTORY = None
 
 
+def made_once(name, make):
+    """The path of `name` (a file or a folder) that `make(path)` writes, made
+    once per session: by the first process to ask, under a lock, in
+    `SHARED_DIRECTORY` (a new temporary folder when it is None). The other
+    processes wait for it and share it: whoever reads it must not change it.
+    A made file or folder is marked complete only once `make` returned."""
+    import fcntl
+    import shutil
+    import tempfile
+
+    directory = SHARED_DIRECTORY or tempfile.mkdtemp(prefix="kerasseq-tests-")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(path + ".complete"):
+            if os.path.isdir(path):  # a process that died while making it
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+            make(path)
+            open(path + ".complete", "w").close()
+    return path
+
+
 def _tiny_g2p_rnn(seed):
     from kerasseq.models import build_rnn_seq2seq
 
@@ -65,22 +90,15 @@ def _trained_tiny_g2p_rnn_weights(seed, epochs):
     writes them to `SHARED_DIRECTORY` (under a lock), the others read them
     there. The training is seeded, so the weights are those each process
     would train (a training costs ~5 CPU-s, nearly all of it tracing)."""
-    import fcntl
-
     import numpy as np
 
-    if SHARED_DIRECTORY is None:
-        return train_on_tiny_g2p(_tiny_g2p_rnn(seed), epochs)[0].get_weights()
-    os.makedirs(SHARED_DIRECTORY, exist_ok=True)
-    path = os.path.join(SHARED_DIRECTORY, f"tiny_g2p_rnn_{seed}_{epochs}.npz")
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(path):
-            weights = train_on_tiny_g2p(_tiny_g2p_rnn(seed), epochs)[0].get_weights()
-            np.savez(path + ".tmp.npz", *weights)
-            os.replace(path + ".tmp.npz", path)
-        with np.load(path) as stored:
-            return [stored[f"arr_{index}"] for index in range(len(stored.files))]
+    def train(path):
+        weights = train_on_tiny_g2p(_tiny_g2p_rnn(seed), epochs)[0].get_weights()
+        with open(path, "wb") as handle:
+            np.savez(handle, *weights)
+
+    with np.load(made_once(f"tiny_g2p_rnn_{seed}_{epochs}.npz", train)) as stored:
+        return [stored[f"arr_{index}"] for index in range(len(stored.files))]
 
 
 def trained_tiny_g2p_rnn(seed, epochs):
