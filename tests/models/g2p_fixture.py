@@ -76,10 +76,11 @@ def made_once(name, make):
     return path
 
 
-def _tiny_g2p_rnn(seed):
+def _tiny_g2p_rnn(seed, **settings):
     from kerasseq.models import build_rnn_seq2seq
 
-    return tiny_g2p_model(build_rnn_seq2seq, seed, embedding_dim=16, units=32, max_target_length=10)
+    return tiny_g2p_model(build_rnn_seq2seq, seed, embedding_dim=16, units=32, max_target_length=10,
+                          **settings)
 
 
 @functools.lru_cache(maxsize=None)
@@ -101,10 +102,11 @@ def _trained_tiny_g2p_rnn_weights(seed, epochs):
         return [stored[f"arr_{index}"] for index in range(len(stored.files))]
 
 
-def trained_tiny_g2p_rnn(seed, epochs):
+def trained_tiny_g2p_rnn(seed, epochs, use_cudnn=False):
     """An attention RNN trained briefly on `tiny_g2p()`, so outputs differ by word.
 
-    Each call returns a new model (compiled as `train_on_tiny_g2p` compiles it)
+    `use_cudnn` is the new model's setting (the weights are the same either way:
+    they are trained with `use_cudnn=False`). Each call returns a new model (compiled as `train_on_tiny_g2p` compiles it)
     holding the trained weights, which are trained once per session for each
     `(seed, epochs)`: what one test file does to its model reaches no other.
 
@@ -116,7 +118,7 @@ def trained_tiny_g2p_rnn(seed, epochs):
     from kerasseq.training import MaskedSparseCategoricalCrossentropy
 
     weights = _trained_tiny_g2p_rnn_weights(seed, epochs)
-    model = _tiny_g2p_rnn(seed)
+    model = _tiny_g2p_rnn(seed, use_cudnn=use_cudnn)
     model.set_weights(weights)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
     model.optimizer.build(model.trainable_variables)  # saved and loaded as after a fit

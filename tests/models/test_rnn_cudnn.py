@@ -22,7 +22,7 @@ from kerasseq.layers import LSTMEncoder
 from kerasseq.models import build_rnn_seq2seq
 from kerasseq.models.rnn_seq2seq import lstms_without_cudnn
 from kerasseq.training import MaskedSparseCategoricalCrossentropy
-from tests.models.g2p_fixture import tiny_g2p_model, train_on_tiny_g2p
+from tests.models.g2p_fixture import trained_tiny_g2p_rnn
 
 WORDS = ["cat", "dog", "tact", "good", "a", "goat"]
 
@@ -49,9 +49,7 @@ def cudnn_ops(concrete_function):
 def trained():
     """A tiny G2P RNN with cuDNN allowed (`use_cudnn="auto"`), its weights
     trained on CPU, and its translations on CPU as the reference."""
-    model = tiny_g2p_model(build_rnn_seq2seq, 0, embedding_dim=8, units=16,
-                           max_target_length=8, use_cudnn="auto")
-    train_on_tiny_g2p(model, epochs=6, learning_rate=3e-2)
+    model, _, _ = trained_tiny_g2p_rnn(seed=3, epochs=10, use_cudnn="auto")
     expected = Translator(model, SearchConfig(method="beam", num_beams=2)).translate(WORDS)
     return model, expected
 
