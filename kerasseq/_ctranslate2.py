@@ -39,6 +39,7 @@ import os
 import keras
 import numpy as np
 
+from kerasseq._files import read_format_json
 from kerasseq.data.tokenizer import END_TOKEN, PAD_TOKEN, START_TOKEN, UNK_TOKEN
 from kerasseq.decoding.config import SearchConfig, SearchConfigError
 
@@ -205,14 +206,7 @@ def write_model(model, quantization, directory):
 
 def read_ctranslate2_metadata(path):
     """The metadata of a kerasseq CTranslate2 export, or `None` for anything else."""
-    try:
-        with open(os.path.join(path, METADATA_FILE), encoding="utf-8") as handle:
-            metadata = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
-        return None
-    return metadata
+    return read_format_json(os.path.join(path, METADATA_FILE), METADATA_FORMAT)
 
 
 def search_options(config, max_length):

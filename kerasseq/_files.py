@@ -24,6 +24,7 @@ those of dead processes (`stale_siblings`), set-aside directories only once
 the new one is in place (until then one may be the only complete copy).
 """
 
+import json
 import os
 import re
 import shutil
@@ -141,6 +142,24 @@ def write_text_atomically(path, text):
             os.fsync(handle.fileno())
 
     return replace_atomically(write, path)
+
+
+def read_format_json(path, file_format):
+    """The JSON object in `path` if its `"format"` is `file_format`, else `None`.
+
+    The one reader of the files that mark a directory as a kerasseq export
+    (`kerasseq.export.read_metadata`, the CTranslate2 export's
+    `kerasseq_ctranslate2.json`): a file that is missing, unreadable, not
+    JSON, not an object or of another format gives `None`.
+    """
+    try:
+        with open(path, encoding="utf-8") as handle:
+            content = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(content, dict) or content.get("format") != file_format:
+        return None
+    return content
 
 
 def save_model_atomically(model, path):

@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from kerasseq import _ctranslate2
 from kerasseq._ctranslate2 import CTranslate2Translator, is_ctranslate2_model
-from kerasseq._files import replace_directory_atomically
+from kerasseq._files import read_format_json, replace_directory_atomically
 from kerasseq._messages import first_line
 from kerasseq._validation import is_int
 from kerasseq.alignment.merge import check_alignable, resolve_alignment_head
@@ -393,15 +393,7 @@ def read_metadata(path):
         `translate_alignments`, also `alignment_layer` / `alignment_head`)
         and `model_class`; or `None`.
     """
-    target = os.path.join(path, METADATA_PATH)
-    try:
-        with open(target) as handle:
-            metadata = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(metadata, dict) or metadata.get("format") != METADATA_FORMAT:
-        return None
-    return metadata
+    return read_format_json(os.path.join(path, METADATA_PATH), METADATA_FORMAT)
 
 
 def is_saved_model(path):

@@ -80,3 +80,20 @@ def test_checkpoint_staging_uses_the_scheme_and_removes_a_killed_runs(tmp_path):
                                      save_weights_only=True)
     assert not stale.exists()
     assert os.path.basename(callback._staging_dir).startswith(f".checkpoint.tmp-{os.getpid()}-")
+
+
+def test_read_format_json_returns_only_an_object_of_the_format(tmp_path):
+    from kerasseq._files import read_format_json
+
+    path = tmp_path / "meta.json"
+    assert read_format_json(path, "kerasseq-translator") is None  # missing
+    path.write_text("{not json", encoding="utf-8")
+    assert read_format_json(path, "kerasseq-translator") is None
+    path.write_text('["format", "kerasseq-translator"]', encoding="utf-8")
+    assert read_format_json(path, "kerasseq-translator") is None  # not an object
+    path.write_text('{"format": "kerasseq-ctranslate2", "a": 1}', encoding="utf-8")
+    assert read_format_json(path, "kerasseq-translator") is None  # another format
+    assert read_format_json(path, "kerasseq-ctranslate2") == {"format": "kerasseq-ctranslate2",
+                                                              "a": 1}
+    (tmp_path / "directory.json").mkdir()
+    assert read_format_json(tmp_path / "directory.json", "kerasseq-ctranslate2") is None
