@@ -1,0 +1,75 @@
+"""examples/bible_recipe_sweep.py on a folder the test writes: the pieces read by
+a whitespace TextTokenizer get the WordPiece ids, the step budgets follow the
+timed step costs, and `train-one` + `score` run end to end (2 steps)."""
+
+import json
+
+import pytest
+
+from tests.test_examples import load_example
+
+pytestmark = pytest.mark.slow  # the examples: `make test-all` only
+
+TEXTS = ["the heavens and the earth were finished", "and god rested on the seventh day",
+         "he blessed the seventh day", "the earth was formless and empty"]
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return load_example("bible_recipe_sweep")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, sweep):
+    from kerasseq.data import WordPieceTextTokenizer
+
+    folder = tmp_path_factory.mktemp("sweep_data")
+    tokenizer = WordPieceTextTokenizer.from_texts(TEXTS, max_tokens=60)
+    vocabulary = tokenizer.get_vocabulary()
+    (folder / "vocabulary.txt").write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
+    pieces = [" ".join(vocabulary[i] for i in row) for row in tokenizer.encode(TEXTS).to_list()]
+    rows = "".join(f"{source}\t{target}\t{text}\n"
+                   for source, target, text in zip(pieces, pieces[::-1], TEXTS[::-1],
+                                                   strict=True))
+    (folder / "train.tsv").write_text(rows * 8, encoding="utf-8")
+    (folder / "dev.tsv").write_text(rows, encoding="utf-8")
+    return folder, tokenizer, pieces
+
+
+def test_whitespace_pieces_get_the_wordpiece_ids(data, sweep):
+    folder, tokenizer, pieces = data
+    assert any("##" in text for text in pieces)  # words split into pieces
+    ids = sweep.whitespace_tokenizer(str(folder)).encode(pieces).to_list()
+    assert ids == tokenizer.encode(TEXTS).to_list()
+
+
+def test_step_budgets_give_each_recipe_the_base_run_s_time(sweep):
+    timed = {"base": 2.0, "dff_1024": 2.5, "layers_4": 3.0, "batch_128": 4.0, "guided": 1.9}
+    steps = sweep.step_budgets({name: {"cpu_step_seconds": seconds}
+                                for name, seconds in timed.items()})
+    budget = {name: values["steps"] for name, values in steps.items()}
+    base = sweep.BASE_STEPS
+    assert budget["base"] == base == 5394
+    assert budget["dff_1024"] == round(base * 2.0 / 2.5) == 4315
+    assert budget["layers_4"] == round(base * 2.0 / 3.0) == 3596
+    assert budget["batch_128"] == base // 2
+    assert budget["guided"] == base  # timed faster than the base (noise): capped
+    assert budget["lr_scale_2"] == budget["dropout_0"] == base
+    assert steps["dropout_0"]["timed_as"] == "base"
+    assert budget["guided_weight_0.5"] == budget["guided_weight_0.5_layer_2"] == base
+    assert set(budget) == set(sweep.RECIPES)
+
+
+def test_train_one_and_score_run_end_to_end(data, sweep, tmp_path, capsys):
+    folder = data[0]
+    out = tmp_path / "base.json"
+    sweep.main(["train-one", "--data", str(folder), "--recipe", "base", "--steps", "2",
+                "--minutes", "5", "--threads", "0", "--dev-examples", "2", "--out", str(out)])
+    record = json.loads(out.read_text())
+    assert record["steps"] == 2 and record["target_steps"] == 2
+    assert len(record["dev_greedy_ids"]) == 2
+    assert all(isinstance(i, int) for row in record["dev_greedy_ids"] for i in row)
+    capsys.readouterr()
+    sweep.main(["score", "--data", str(folder), str(out)])
+    table = capsys.readouterr().out
+    assert "| base | 2 (2) |" in table
