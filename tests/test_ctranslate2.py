@@ -315,3 +315,40 @@ def test_cli_exports_and_translates_a_ctranslate2_directory(trained, tmp_path, c
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and message in error[0], (args, error)
     assert not os.path.exists(tmp_path / "x")
+
+
+@pytest.mark.slow  # a benchmark script, run on the trained model and 40 test words
+def test_quality_benchmark_reports_the_scores_of_the_outputs_it_writes(trained, tmp_path,
+                                                                         capsys):
+    import importlib.util
+
+    from kerasseq.evaluation import g2p_error_rates
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "benchmarks", "ctranslate2_quality.py")
+    spec = importlib.util.spec_from_file_location("ctranslate2_quality", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model_path, out, outputs = (str(tmp_path / name) for name in
+                                ("model.keras", "quality.json", "outputs.tsv"))
+    trained[0].save(model_path)
+    record = module.main(["--task", "g2p", model_path, "--length-penalty", "0", "--kerasseq",
+                          "--limit", "40", "--out", out, "--outputs", outputs])
+    assert json.loads(open(out, encoding="utf-8").read()) == json.loads(json.dumps(record))
+    header, *lines = open(outputs, encoding="utf-8").read().splitlines()
+    engines = header.split("\t")[1:]
+    assert engines == ["ctranslate2 float32", "ctranslate2 int8", "kerasseq Translator"]
+    test = load_cmudict("test")[:40]
+    assert [line.split("\t")[0] for line in lines] == [word for word, _ in test]
+    for column, engine in enumerate(engines, start=1):
+        texts = [line.split("\t")[column] for line in lines]
+        rates = g2p_error_rates(texts, [pronunciations for _, pronunciations in test])
+        row = record["rows"][engine]
+        assert row["wer"] == pytest.approx(100 * rates["wer"])
+        assert row["per"] == pytest.approx(100 * rates["per"])
+        float32 = [line.split("\t")[1] for line in lines]
+        assert row["same_as_ctranslate2_float32"] == pytest.approx(
+            sum(a == b for a, b in zip(texts, float32, strict=True)) / 40)
+    assert record["int8_wer_change"] == pytest.approx(
+        record["rows"]["ctranslate2 int8"]["wer"] - record["rows"]["ctranslate2 float32"]["wer"])
+    assert "int8 against float32" in capsys.readouterr().out
