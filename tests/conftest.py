@@ -191,6 +191,14 @@ SLOW_REPETITIONS = (
     # with tf.saved_model.load; the CLI door of an export: test_cli_export_and_translate_
     # with_the_saved_model (test_export.py)
     "tests/test_export.py::test_saved_model_cli_lists_the_string_signatures",
+    # the recorded search: test_export_checks_each_thing_once_and_takes_every_setting
+    # reads every field of its export's metadata (resolved num_beams and source limit)
+    # and test_export_defaults_and_rule the resolution of num_return and the limit
+    "tests/test_export.py::test_metadata_records_the_search",
+    # padded batches of a plain Transformer: the guided Transformer's case (the same
+    # loss plus the guided term, its links padded too) and the RNN's stay
+    "tests/data/test_pipeline.py::test_padded_batches_have_the_unpadded_loss_and_gradients"
+    "[transformer]",
     "tests/test_cli.py::test_export_alignments_serves_the_links_of_translate",
     "tests/test_cli.py::test_export_then_translate_equals_translate_with_the_same_beam",
     # KeepLastCheckpoints through the CLI: test_averaging.py's library tests stay
