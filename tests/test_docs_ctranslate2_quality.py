@@ -88,3 +88,18 @@ def test_training_figures_are_the_run_s():
             f"with beam 4)") in page
     history = (RUN / "history.csv").read_text(encoding="utf-8").splitlines()
     assert len(history) == 1 + run["epochs_run"]
+
+
+def test_dev_speed_table_is_the_benchmark_s_output():
+    # benchmarks/ctranslate2_speed.py --skip-synthetic --model ... (its printed table)
+    log = (RUN / "speed_dev.txt").read_text(encoding="utf-8")
+    page = flat("export.md")
+    rows = [line for line in log.splitlines() if line.startswith("| ")
+            and not line.startswith("| engine") and "%" not in line]
+    assert len(rows) == 6
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        name = (cells[0].replace("1t", "1 thread").replace("2t", "2 threads")
+                .replace("(jit auto)", "(jit auto)"))
+        assert f"| {name} | {' | '.join(cells[1:])} |" in page, row
+    assert "2000 dev words" in log and "| 2,000 dev words |" in page
