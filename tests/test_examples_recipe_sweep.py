@@ -73,3 +73,21 @@ def test_train_one_and_score_run_end_to_end(data, sweep, tmp_path, capsys):
     sweep.main(["score", "--data", str(folder), str(out)])
     table = capsys.readouterr().out
     assert "| base | 2 (2) |" in table
+
+
+def test_train_runs_the_recipes_in_waves_of_parallel_processes(data, sweep, tmp_path, capsys):
+    folder = data[0]
+    budget = tmp_path / "steps.json"
+    budget.write_text(json.dumps({"recipes": {"base": {"steps": 2}, "dropout_0": {"steps": 1}}}),
+                      encoding="utf-8")
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    logs.mkdir()
+    sweep.main(["train", "--data", str(folder), "--steps", str(budget), "--out", str(out),
+                "--logs", str(logs), "--parallel", "1", "--threads", "1", "--minutes", "5"])
+    printed = capsys.readouterr().out
+    assert printed.index("base: exit 0") < printed.index("dropout_0: exit 0")  # one at a time
+    steps = {name: json.loads((out / f"{name}.json").read_text())["steps"]
+             for name in ("base", "dropout_0")}
+    assert steps == {"base": 2, "dropout_0": 1}
+    assert json.loads((out / "dropout_0.json").read_text())["settings"]["dropout"] == 0.0
+    assert (logs / "base.log").exists()
