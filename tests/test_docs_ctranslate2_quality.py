@@ -106,3 +106,16 @@ def test_dev_speed_table_is_the_benchmark_s_output():
                 .replace("(jit auto)", "(jit auto)"))
         assert f"| {name} | {' | '.join(cells[1:])} |" in page, row
     assert "2000 dev words" in log and "| 2,000 dev words |" in page
+
+
+def test_quiet_synthetic_ratios_are_the_benchmark_s_output():
+    # benchmarks/ctranslate2_speed.py --skip-dev on the quiet machine
+    log = (RUN / "speed_synthetic_quiet.txt").read_text(encoding="utf-8")
+    summary = log[log.index("### Translator / CTranslate2 float32 (2 threads)"):]
+    rows = [line for line in summary.splitlines() if line.startswith("| ")
+            and not line.startswith("| search")]
+    assert len(rows) == 4
+    page = flat("export.md")
+    for row in rows:
+        assert row in page, row
+    assert "wall time 106 s" in log and "(106 s;" in page
