@@ -47,28 +47,32 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-BASE = {"layers": 3, "d_model": 256, "heads": 4, "dff": 512, "dropout": 0.1,
-        "warmup": 1000, "lr_scale": 1.0, "batch_size": 64, "label_smoothing": 0.1,
-        "guided_weight": 0.0, "guided_layer": None}
+SHARED_VOCABULARY = 8000
+# The recorded run's recipe, in the arguments of spanish_to_english_bible.py
+# (its defaults and --shared-vocabulary-size 8000): `build` builds the model
+# with that example's own `build_model`.
+BASE = {"layers": 3, "d_model": 256, "heads": 4, "dff": 512, "transformer_dropout": 0.1,
+        "warmup_steps": 1000, "lr_scale": 1.0, "batch_size": 64, "label_smoothing": 0.1,
+        "shared_vocabulary_size": SHARED_VOCABULARY, "guided_alignment_weight": 0.0,
+        "guided_alignment_layer": None, "guided_alignment_head": 0}
 RECIPES = {
     "base": {},
     "lr_scale_2": {"lr_scale": 2.0},
     "dff_1024": {"dff": 1024},
     "layers_4": {"layers": 4},
-    "dropout_0": {"dropout": 0.0},
+    "dropout_0": {"transformer_dropout": 0.0},
     "batch_128": {"batch_size": 128},
     # guided alignment (issue: a head that aligns as well as eflomal): its
     # loss weight and its layer (None: the penultimate, 1 of 3)
-    "guided": {"guided_weight": 0.1},
-    "guided_weight_0.5": {"guided_weight": 0.5},
-    "guided_weight_0.5_layer_2": {"guided_weight": 0.5, "guided_layer": 2},
+    "guided": {"guided_alignment_weight": 0.1},
+    "guided_weight_0.5": {"guided_alignment_weight": 0.5},
+    "guided_weight_0.5_layer_2": {"guided_alignment_weight": 0.5, "guided_alignment_layer": 2},
 }
 # recipes whose steps cost what the base recipe's cost (same shapes, same work)
 SAME_COST_AS_BASE = ("lr_scale_2", "dropout_0")
 SAME_COST_AS_GUIDED = ("guided_weight_0.5", "guided_weight_0.5_layer_2")
 BASE_STEPS = 5394  # the recorded 90-minute run's steps (docs/results.md)
-SHARED_VOCABULARY = 8000
-POSITIONS = 256
+POSITIONS = 256  # the example's position table (its POSITIONS)
 MAX_PIECES = 100
 
 
@@ -76,9 +80,15 @@ def recipe(name):
     return {**BASE, **RECIPES[name]}
 
 
+def examples_folder():
+    """spanish_to_english_bible.py and _translation_common.py import as modules."""
+    if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
 # ---------------------------------------------------------------- prepare (CPU)
 def prepare(args):
-    sys.path.insert(0, os.path.dirname(__file__))
+    examples_folder()
     from spanish_to_english_bible import make_tokenizers
 
     from kerasseq.data.sword import load_bible_pairs
@@ -133,32 +143,16 @@ def whitespace_tokenizer(data):
 
 
 # ---------------------------------------------------------------- the model
-def build(settings, vocabulary_size, tokenizers=(None, None)):
-    from kerasseq.models import build_transformer_seq2seq
-    from kerasseq.training import (
-        MaskedSparseCategoricalCrossentropy,
-        MaskedTokenAccuracy,
-        transformer_optimizer,
-    )
+def build(settings, tokenizers):
+    """The recipe's Transformer, compiled, by the example's own `build_model`
+    (`tokenizers`: the real WordPiece ones, or twice the whitespace tokenizer
+    of the pieces, which has the same ids)."""
+    examples_folder()
+    from _translation_common import build_model
 
-    guided = {}
-    if settings["guided_weight"]:
-        guided = {"guided_alignment_weight": settings["guided_weight"],
-                  "guided_alignment_layer": settings["guided_layer"],
-                  "guided_alignment_head": 0}
-    model = build_transformer_seq2seq(
-        vocabulary_size, vocabulary_size, num_layers=settings["layers"],
-        d_model=settings["d_model"], num_heads=settings["heads"], dff=settings["dff"],
-        dropout=settings["dropout"], max_positions=POSITIONS, norm_first=True,
-        share_embeddings=True, tie_output=True, source_tokenizer=tokenizers[0],
-        target_tokenizer=tokenizers[1], **guided)
-    model.compile(optimizer=transformer_optimizer(settings["d_model"],
-                                                  warmup_steps=settings["warmup"],
-                                                  scale=settings["lr_scale"], clipnorm=1.0),
-                  loss=MaskedSparseCategoricalCrossentropy(
-                      label_smoothing=settings["label_smoothing"]),
-                  metrics=[MaskedTokenAccuracy()])
-    return model
+    name = "transformer_guided" if settings["guided_alignment_weight"] else "transformer"
+    return build_model(name, argparse.Namespace(**settings), tokenizers, POSITIONS, None,
+                       norm_first=True)
 
 
 def dataset(data, settings, seed=0):
@@ -167,7 +161,7 @@ def dataset(data, settings, seed=0):
     tokenizer = whitespace_tokenizer(data)
     rows = read_split(data, "train")
     alignments = None
-    if settings["guided_weight"]:
+    if settings["guided_alignment_weight"]:
         import numpy as np
 
         with open(os.path.join(data, "links.json"), encoding="utf-8") as handle:
@@ -207,22 +201,23 @@ def shape_of(batch):
 def time_recipes(args):
     """Each recipe's CPU step time, interleaved: every round runs one step of
     each recipe (its own real batches, the same for every round count), so a
-    machine whose load drifts slows every recipe alike. The mean decides the
-    step budget (a run's time is the sum of its steps); the median is printed
-    beside it."""
+    machine whose load drifts slows every recipe alike. The median decides
+    the step budget: on a machine with other jobs, the means carry their load
+    spikes (measured 2026-11-28: the guided recipe, which does strictly more
+    work, came out faster than the base by its mean). No recipe gets more
+    steps than the base run (`step_budgets`)."""
     import statistics
 
     import keras
 
     names = args.recipes or [name for name in RECIPES
                              if name not in SAME_COST_AS_BASE + SAME_COST_AS_GUIDED]
-    vocabulary_size = len(open(os.path.join(args.data, "vocabulary.txt"),
-                               encoding="utf-8").read().splitlines())
+    tokenizer = whitespace_tokenizer(args.data)
     models, batches, times = {}, {}, {name: [] for name in names}
     for name in names:
         settings = recipe(name)
         keras.utils.set_random_seed(0)
-        models[name] = build(settings, vocabulary_size)
+        models[name] = build(settings, (tokenizer, tokenizer))
         batches[name] = list(dataset(args.data, settings).take(args.warmup + args.batches))
         for batch in batches[name][: args.warmup]:
             models[name].train_on_batch(*batch)
@@ -258,26 +253,22 @@ def train_one(args):
     if args.threads:  # 0: TensorFlow's choice
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    examples_folder()
+    from spanish_to_english_bible import StopAfterSteps
+
+    from kerasseq.training import TimeLimit
+
     settings = recipe(args.recipe)
-    vocabulary_size = len(open(os.path.join(args.data, "vocabulary.txt"),
-                               encoding="utf-8").read().splitlines())
+    tokenizer = whitespace_tokenizer(args.data)
     keras.utils.set_random_seed(0)
-    model = build(settings, vocabulary_size)
-    deadline = time.monotonic() + args.minutes * 60
-
-    class Stop(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            if (int(self.model.optimizer.iterations.numpy()) >= args.steps
-                    or time.monotonic() > deadline):
-                self.model.stop_training = True
-
+    model = build(settings, (tokenizer, tokenizer))
     data = dataset(args.data, settings)
     model.jit_compile = args.jit_compile
     started = time.monotonic()
-    history = model.fit(data, epochs=10 ** 4, callbacks=[Stop()], verbose=0)
+    history = model.fit(data, epochs=10 ** 4, verbose=0,
+                        callbacks=[StopAfterSteps(args.steps), TimeLimit(args.minutes * 60)])
     train_seconds = time.monotonic() - started
     steps = int(model.optimizer.iterations.numpy())
-    tokenizer = whitespace_tokenizer(args.data)
     dev = read_split(args.data, "dev")[: args.dev_examples or None]
     started = time.monotonic()
     ids = tokenizer.encode([s for s, _, _ in dev])[:, :POSITIONS].to_tensor()
@@ -312,7 +303,7 @@ def train_all(args):
         while waiting and len(running) < args.parallel:
             name = waiting.pop(0)
             weights = []
-            if args.weights_dir and recipe(name)["guided_weight"]:
+            if args.weights_dir and recipe(name)["guided_alignment_weight"]:
                 weights = ["--weights", os.path.join(args.weights_dir, f"{name}.npz")]
             command = [sys.executable, __file__, "train-one", "--data", args.data, "--recipe",
                        name, *weights, "--steps", str(budget[name]["steps"]), "--minutes",
@@ -320,13 +311,14 @@ def train_all(args):
                        "--out", os.path.join(args.out, f"{name}.json"),
                        *(["--jit-compile"] if args.jit_compile else [])]
             log = open(os.path.join(args.logs or args.out, f"{name}.log"), "w")
-            running.append((name, subprocess.Popen(command, stdout=log,
-                                                   stderr=subprocess.STDOUT)))
+            running.append((name, log, subprocess.Popen(command, stdout=log,
+                                                        stderr=subprocess.STDOUT)))
         time.sleep(1)
-        for name, process in list(running):
+        for name, log, process in list(running):
             if process.poll() is not None:
+                log.close()
                 print(f"{name}: exit {process.returncode}", flush=True)
-                running.remove((name, process))
+                running.remove((name, log, process))
 
 
 # ---------------------------------------------------------------- score (CPU)
@@ -368,9 +360,10 @@ def to_keras(args):
     tokenizers = (WordPieceTextTokenizer(pieces, lowercase=True, name="source_tokenizer"),
                   WordPieceTextTokenizer(pieces, lowercase=False, name="target_tokenizer"))
     settings = recipe(args.recipe)
-    model = build(settings, len(pieces) + 4, tokenizers)
+    model = build(settings, tokenizers)
     with np.load(args.weights) as arrays:
         model.set_weights([arrays[f"arr_{i}"].astype("float32") for i in range(len(arrays))])
+    model.optimizer.build(model.trainable_variables)  # else load_model warns of its variables
     model.save(args.out)
     print(f"{args.recipe}: {args.out}")
 
@@ -403,7 +396,8 @@ def main(argv=None):
     p.add_argument("--data", required=True)
     p.add_argument("--recipe", required=True, choices=list(RECIPES))
     p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--minutes", type=float, default=5.0)
+    p.add_argument("--minutes", type=float, default=5.0,
+                   help="minutes of fit at most (kerasseq.training.TimeLimit)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--jit-decode", action="store_true")
     p.add_argument("--dev-examples", type=int, default=0, help="0: all (a smoke test: a few)")

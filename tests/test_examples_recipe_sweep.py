@@ -63,8 +63,10 @@ def test_step_budgets_give_each_recipe_the_base_run_s_time(sweep):
 def test_train_one_and_score_run_end_to_end(data, sweep, tmp_path, capsys):
     folder = data[0]
     out = tmp_path / "base.json"
+    weights = tmp_path / "base.npz"
     sweep.main(["train-one", "--data", str(folder), "--recipe", "base", "--steps", "2",
-                "--minutes", "5", "--threads", "0", "--dev-examples", "2", "--out", str(out)])
+                "--minutes", "5", "--threads", "0", "--dev-examples", "2", "--out", str(out),
+                "--weights", str(weights)])
     record = json.loads(out.read_text())
     assert record["steps"] == 2 and record["target_steps"] == 2
     assert len(record["dev_greedy_ids"]) == 2
@@ -89,5 +91,28 @@ def test_train_runs_the_recipes_in_waves_of_parallel_processes(data, sweep, tmp_
     steps = {name: json.loads((out / f"{name}.json").read_text())["steps"]
              for name in ("base", "dropout_0")}
     assert steps == {"base": 2, "dropout_0": 1}
-    assert json.loads((out / "dropout_0.json").read_text())["settings"]["dropout"] == 0.0
+    assert json.loads((out / "dropout_0.json").read_text())["settings"]["transformer_dropout"] == 0.0
     assert (logs / "base.log").exists()
+
+
+def test_to_keras_puts_the_weights_into_a_model_with_the_wordpiece_tokenizers(data, sweep,
+                                                                               tmp_path):
+    import keras
+    import numpy as np
+
+    from kerasseq.data import WordPieceTextTokenizer
+
+    folder, tokenizer, _ = data
+    assert sweep.POSITIONS == load_example("spanish_to_english_bible").POSITIONS
+    model = sweep.build(sweep.recipe("base"), (tokenizer, tokenizer))
+    weights = [np.asarray(w) for w in model.get_weights()]
+    npz = tmp_path / "w.npz"
+    np.savez(npz, *[w.astype("float16") for w in weights])
+    path = tmp_path / "model.keras"
+    sweep.main(["to-keras", "--data", str(folder), "--recipe", "base", "--weights", str(npz),
+                "--out", str(path)])
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded.source_tokenizer, WordPieceTextTokenizer)
+    assert loaded.source_tokenizer.encode(TEXTS).to_list() == tokenizer.encode(TEXTS).to_list()
+    for got, expected in zip(loaded.get_weights(), weights, strict=True):
+        np.testing.assert_array_equal(got, expected.astype("float16").astype("float32"))
