@@ -26,21 +26,28 @@ def tiny_g2p_model(build, seed, **build_kwargs):
     return build(source_tokenizer=source, target_tokenizer=target, **build_kwargs)
 
 
+def compile_for_tiny_g2p(model, learning_rate=1e-2, clipnorm=None, metrics=None):
+    """Adam and the masked cross-entropy: how the tiny G2P models train."""
+    import keras
+
+    from kerasseq.training import MaskedSparseCategoricalCrossentropy
+
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate, clipnorm=clipnorm),
+                  loss=MaskedSparseCategoricalCrossentropy(), metrics=metrics)
+    return model
+
+
 def train_on_tiny_g2p(model, epochs, learning_rate=1e-2, clipnorm=None, metrics=None):
     """Fits `model` (built by `tiny_g2p_model`) for `epochs` on the 30 words,
-    in batches of 10, with Adam and the masked cross-entropy.
+    in batches of 10, compiled by `compile_for_tiny_g2p`.
 
     Returns:
         `(model, entries)`.
     """
-    import keras
-
     from kerasseq.data import make_dataset
-    from kerasseq.training import MaskedSparseCategoricalCrossentropy
 
     entries, pairs, source, target = tiny_g2p()
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate, clipnorm=clipnorm),
-                  loss=MaskedSparseCategoricalCrossentropy(), metrics=metrics)
+    compile_for_tiny_g2p(model, learning_rate, clipnorm, metrics)
     model.fit(make_dataset(pairs, source, target, batch_size=10, seed=0), epochs=epochs, verbose=0)
     return model, entries
 
@@ -102,25 +109,22 @@ def _trained_tiny_g2p_rnn_weights(seed, epochs):
         return [stored[f"arr_{index}"] for index in range(len(stored.files))]
 
 
-def trained_tiny_g2p_rnn(seed, epochs, use_cudnn=False):
+def trained_tiny_g2p_rnn(seed, epochs, use_cudnn=False, clipnorm=None, metrics=None):
     """An attention RNN trained briefly on `tiny_g2p()`, so outputs differ by word.
 
     `use_cudnn` is the new model's setting (the weights are the same either way:
-    they are trained with `use_cudnn=False`). Each call returns a new model (compiled as `train_on_tiny_g2p` compiles it)
-    holding the trained weights, which are trained once per session for each
-    `(seed, epochs)`: what one test file does to its model reaches no other.
+    they are trained with `use_cudnn=False`); `clipnorm` and `metrics` are
+    those of its compile (`compile_for_tiny_g2p`). Each call returns a new
+    model holding the trained weights, which are trained once per session for
+    each `(seed, epochs)`: what one test file does to its model reaches no other.
 
     Returns:
         `(model, words, pairs)`.
     """
-    import keras
-
-    from kerasseq.training import MaskedSparseCategoricalCrossentropy
-
     weights = _trained_tiny_g2p_rnn_weights(seed, epochs)
     model = _tiny_g2p_rnn(seed, use_cudnn=use_cudnn)
     model.set_weights(weights)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=MaskedSparseCategoricalCrossentropy())
+    compile_for_tiny_g2p(model, clipnorm=clipnorm, metrics=metrics)
     model.optimizer.build(model.trainable_variables)  # saved and loaded as after a fit
     entries, pairs, _, _ = tiny_g2p()
     return model, [word for word, _ in entries], pairs
