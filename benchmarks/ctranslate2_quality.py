@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import keras  # noqa: E402
 
 from kerasseq import SearchConfig  # noqa: E402
+from kerasseq._files import write_text_atomically  # noqa: E402
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, g2p_error_rates  # noqa: E402
 from kerasseq.export import CTranslate2Translator, export_ctranslate2  # noqa: E402
 
@@ -89,7 +90,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--kerasseq", action="store_true",
                         help="also translate with kerasseq's Translator (same settings)")
-    parser.add_argument("--limit", type=int, default=0, help="first N test verses (0: all)")
+    parser.add_argument("--limit", type=int, default=0, help="first N test examples (0: all)")
     parser.add_argument("--out", help="write the table as JSON here")
     parser.add_argument("--outputs", help="write every test example's output of every engine "
                         "here (TSV: source, then one column per engine), to re-score later")
@@ -141,17 +142,13 @@ def main(argv=None):
               f"{100 * row['same_as_ctranslate2_float32']:.1f} % | {row['seconds']:.0f} |")
     print(f"int8 against float32: {record[f'int8_{main}_change']:+.2f} {main}")
     if args.outputs:
-        with open(args.outputs + ".tmp", "w", encoding="utf-8") as handle:
-            handle.write("\t".join(["source", *outputs]) + "\n")
-            for index, source in enumerate(sources):
-                handle.write("\t".join(" ".join(text.split()) for text in
-                                       [source, *(texts[index] for texts in outputs.values())])
-                             + "\n")
-        os.replace(args.outputs + ".tmp", args.outputs)
+        lines = ["\t".join(" ".join(text.split()) for text in
+                           [source, *(texts[index] for texts in outputs.values())])
+                 for index, source in enumerate(sources)]
+        write_text_atomically(args.outputs, "\n".join(["\t".join(["source", *outputs]), *lines])
+                              + "\n")
     if args.out:
-        with open(args.out + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=2)
-        os.replace(args.out + ".tmp", args.out)
+        write_text_atomically(args.out, json.dumps(record, indent=2))
     return record
 
 
