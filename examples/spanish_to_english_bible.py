@@ -175,6 +175,32 @@ def machine():
     return {"cpu": model, "cores": os.cpu_count()}
 
 
+def matmul_gflops(size=2048, products=5):
+    """This machine's float32 matrix-product rate now, in GFLOP/s: the best of
+    three timings of `products` products of two `size` × `size` matrices.
+
+    A wall-clock budget (`--time-limit-minutes`) buys as many steps as the
+    machine's speed allows, and a shared machine's speed changes from day to
+    day (docs/results.md, "Budgets in minutes"). Each run records the rate
+    before and after `fit` (history.json, `machine`), so that two runs'
+    budgets can be compared; `--max-steps` repeats a run's training whatever
+    the speed."""
+    import tensorflow as tf
+
+    a = tf.random.normal([size, size], seed=1)
+    b = tf.random.normal([size, size], seed=2)
+    product = tf.function(tf.linalg.matmul)
+    product(a, b).numpy()  # traced and warmed up, not timed
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for _ in range(products):
+            result = product(a, b)
+        result.numpy()
+        best = min(best, time.perf_counter() - started)
+    return round(2 * size ** 3 * products / best / 1e9, 1)
+
+
 class FitClock(keras.callbacks.Callback):
     """Puts the minutes since `fit` began into each epoch's logs (`fit_minutes`):
     the x axis of the learning curves (dev BLEU against minutes of training).
@@ -219,13 +245,19 @@ def train(name, args, data, tokenizers, dev_pairs):
     if args.max_steps:
         callbacks.append(StopAfterSteps(args.max_steps))
     print(f"--- {name}: {model.count_params():,} parameters", flush=True)
+    calibration = {"size": 256 if args.smoke else 2048}
+    speed_before = matmul_gflops(calibration["size"])
+    print(f"float32 matmul rate before fit: {speed_before} GFLOP/s", flush=True)
     started = time.time()
     history = model.fit(data[0], validation_data=data[1], epochs=args.epochs,
                         steps_per_epoch=3 if args.smoke else None, callbacks=callbacks,
                         verbose=args.verbose)
+    train_seconds = round(time.time() - started, 1)
+    speed_after = matmul_gflops(calibration["size"])
+    print(f"float32 matmul rate after fit: {speed_after} GFLOP/s", flush=True)
     record = {
         "parameters": int(model.count_params()),
-        "train_seconds": round(time.time() - started, 1),
+        "train_seconds": train_seconds,
         "best_epoch": dev_bleu.best_epoch,
         "steps": int(model.optimizer.iterations.numpy()),
         "batches_per_epoch": int(history.history["batches"][0]),
@@ -235,7 +267,9 @@ def train(name, args, data, tokenizers, dev_pairs):
         "seed": args.seed,
         "vocabulary_sizes": [tokenizers[0].vocabulary_size, tokenizers[1].vocabulary_size],
         "libraries": library_versions(),
-        "machine": machine(),
+        "machine": {**machine(), "matmul_size": calibration["size"],
+                    "matmul_gflops_before_fit": speed_before,
+                    "matmul_gflops_after_fit": speed_after},
         "history": {key: [float(value) for value in values]
                     for key, values in history.history.items()},
     }

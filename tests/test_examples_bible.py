@@ -126,6 +126,10 @@ def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
     assert {path.name: path.read_bytes() for path in (DOCS / "images").iterdir()} == docs_images
 
     out = tmp_path / "runs" / "bible"
+    for name in ("transformer", "rnn_attention"):  # the machine's speed around each fit
+        speed = json.loads((out / name / "history.json").read_text())["machine"]
+        assert speed["matmul_size"] == 256
+        assert speed["matmul_gflops_before_fit"] > 0 and speed["matmul_gflops_after_fit"] > 0
     aligned = ran[3][1]
     assert aligned["models"] == {name: str(Path("runs/bible") / name / "model.keras")
                                  for name in ("transformer", "rnn_attention")}
