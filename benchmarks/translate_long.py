@@ -22,7 +22,9 @@ Settings (all `kerasseq.SearchConfig` fields):
 - `after`: geometric buckets and a length limit tied to the source,
   `max_length_a=2, max_length_b=10` (at most 2 S + 10 tokens for sources
   padded to S);
-- `after, no XLA`: the same without XLA (`jit_compile=False`).
+- `after, no XLA`: the same without XLA (`jit_compile=False`);
+- `after, XLA`: the same with XLA on any device (`jit_compile=True`;
+  `after` leaves it to `"auto"`: XLA on a GPU, none on a CPU).
 """
 
 import argparse
@@ -42,6 +44,9 @@ SETTINGS = {
     "after": dict(source_buckets="geometric", max_length=200, max_length_a=2.0, max_length_b=10),
     "after, no XLA": dict(source_buckets="geometric", max_length=200, max_length_a=2.0,
                           max_length_b=10, jit_compile=False),
+    # "after" is jit_compile="auto": XLA on a GPU, none on a CPU; this one asks for XLA anywhere
+    "after, XLA": dict(source_buckets="geometric", max_length=200, max_length_a=2.0,
+                       max_length_b=10, jit_compile=True),
 }
 
 
