@@ -37,16 +37,15 @@ import keras  # noqa: E402
 
 from kerasseq import Translator  # noqa: E402
 
+AFTER = dict(source_buckets="geometric", max_length=200, max_length_a=2.0, max_length_b=10)
 SETTINGS = {
     "before": dict(source_buckets="multiple", max_length=256),
     "cache 200": dict(source_buckets="multiple", max_length=200),
     "geometric": dict(source_buckets="geometric", max_length=200),
-    "after": dict(source_buckets="geometric", max_length=200, max_length_a=2.0, max_length_b=10),
-    "after, no XLA": dict(source_buckets="geometric", max_length=200, max_length_a=2.0,
-                          max_length_b=10, jit_compile=False),
+    "after": AFTER,
+    "after, no XLA": {**AFTER, "jit_compile": False},
     # "after" is jit_compile="auto": XLA on a GPU, none on a CPU; this one asks for XLA anywhere
-    "after, XLA": dict(source_buckets="geometric", max_length=200, max_length_a=2.0,
-                       max_length_b=10, jit_compile=True),
+    "after, XLA": {**AFTER, "jit_compile": True},
 }
 
 

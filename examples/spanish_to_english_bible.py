@@ -245,15 +245,15 @@ def train(name, args, data, tokenizers, dev_pairs):
     if args.max_steps:
         callbacks.append(StopAfterSteps(args.max_steps))
     print(f"--- {name}: {model.count_params():,} parameters", flush=True)
-    calibration = {"size": 256 if args.smoke else 2048}
-    speed_before = matmul_gflops(calibration["size"])
+    matmul_size = 256 if args.smoke else 2048
+    speed_before = matmul_gflops(matmul_size)
     print(f"float32 matmul rate before fit: {speed_before} GFLOP/s", flush=True)
     started = time.time()
     history = model.fit(data[0], validation_data=data[1], epochs=args.epochs,
                         steps_per_epoch=3 if args.smoke else None, callbacks=callbacks,
                         verbose=args.verbose)
     train_seconds = round(time.time() - started, 1)
-    speed_after = matmul_gflops(calibration["size"])
+    speed_after = matmul_gflops(matmul_size)
     print(f"float32 matmul rate after fit: {speed_after} GFLOP/s", flush=True)
     record = {
         "parameters": int(model.count_params()),
@@ -267,7 +267,7 @@ def train(name, args, data, tokenizers, dev_pairs):
         "seed": args.seed,
         "vocabulary_sizes": [tokenizers[0].vocabulary_size, tokenizers[1].vocabulary_size],
         "libraries": library_versions(),
-        "machine": {**machine(), "matmul_size": calibration["size"],
+        "machine": {**machine(), "matmul_size": matmul_size,
                     "matmul_gflops_before_fit": speed_before,
                     "matmul_gflops_after_fit": speed_after},
         "history": {key: [float(value) for value in values]
