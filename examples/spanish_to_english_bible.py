@@ -97,6 +97,12 @@ from kerasseq.training import (  # noqa: E402
     average_checkpoints,
     epoch_checkpoints,
 )
+from kerasseq.training.averaging import CHECKPOINT_NAME, CHECKPOINT_PATTERN  # noqa: E402
+from kerasseq.training.checkpoints import (  # noqa: E402
+    HistoryCSVLogger,
+    read_history,
+    truncate_history,
+)
 
 MODELS = ("transformer", "rnn_attention", "transformer_guided")
 DEFAULT_MODELS = "transformer,rnn_attention"
@@ -207,10 +213,16 @@ class FitClock(keras.callbacks.Callback):
     First in the callback list, so it reads the clock before the dev scoring
     of that epoch runs: an epoch's minutes are those of its training steps and
     of the earlier epochs' dev scoring. Also logs the epoch's batches
-    (`batches`; fewer in an epoch cut by a time or step limit)."""
+    (`batches`; fewer in an epoch cut by a time or step limit). A resumed run
+    counts on from `offset_minutes`, the interrupted run's last `fit_minutes`
+    (the time between the two runs is not counted)."""
+
+    def __init__(self, offset_minutes=0.0):
+        super().__init__()
+        self.offset_minutes = float(offset_minutes)
 
     def on_train_begin(self, logs=None):
-        self._started = time.monotonic()
+        self._started = time.monotonic() - 60 * self.offset_minutes
 
     def on_epoch_begin(self, epoch, logs=None):
         self._batches = 0
@@ -224,43 +236,129 @@ class FitClock(keras.callbacks.Callback):
             logs["batches"] = self._batches
 
 
+def resume_point(directory, args):
+    """What `--resume` goes on from in `directory`: None on a fresh start, else
+    (the newest epoch checkpoint, its epoch number, the history of the epochs
+    up to it, the path of the best epoch's checkpoint). Refuses, with the
+    reason, what it cannot resume exactly: checkpoints without `--resume`, a
+    history with fewer rows than the checkpoint's epochs, a best epoch whose
+    checkpoint was not kept."""
+    checkpoints = epoch_checkpoints(os.path.join(directory, "checkpoints"))
+    if not checkpoints:
+        return None
+    if not args.resume:
+        raise SystemExit(f"{directory}/checkpoints already holds epoch checkpoints of an earlier "
+                         "run (they would join the average): pass --resume to go on from the "
+                         "newest one, or choose another --output-dir")
+    newest = checkpoints[-1]
+    epochs = int(CHECKPOINT_PATTERN.fullmatch(os.path.basename(newest)).group(1))
+    history_path = os.path.join(directory, "history.csv")
+    truncate_history(history_path, epochs)  # rows of an epoch whose checkpoint never came
+    history = {key: values for key, values in read_history(history_path).items()
+               if key != "epoch"}
+    found = len(history.get("dev_bleu", []))
+    if found != epochs:
+        raise SystemExit(f"--resume: {history_path} has dev BLEU rows for {found} epochs, but the "
+                         f"newest checkpoint ({os.path.basename(newest)}) is of epoch {epochs}: "
+                         "the early stopping and the learning curves of the earlier epochs "
+                         "cannot be rebuilt")
+    best_epoch = int(np.argmax(history["dev_bleu"])) + 1  # the first of a tie, as DevBleu keeps
+    best = os.path.join(directory, "checkpoints", CHECKPOINT_NAME.format(epoch=best_epoch))
+    if not os.path.exists(best):
+        raise SystemExit(f"--resume: the best epoch ({best_epoch}) has no checkpoint left in "
+                         f"{directory}/checkpoints (--keep-checkpoints must exceed --patience)")
+    return newest, epochs, history, best
+
+
 def train(name, args, data, tokenizers, dev_pairs):
-    """Train one model; write NAME/model.keras, NAME/checkpoints/, NAME/history.json."""
+    """Train one model; write NAME/model.keras, NAME/checkpoints/, NAME/history.csv
+    (a row per finished epoch) and NAME/history.json.
+
+    With `--resume`, a model whose directory holds epoch checkpoints goes on
+    from the newest one: its weights and optimizer state (the step count,
+    hence the learning rate, and Adam's moments), the epoch count, the
+    history, the dev BLEU early stopping, the `fit` minutes of the time limit
+    and the step count of `--max-steps`. Not restored: the order of the
+    batches and the dropout masks, which start again from `--seed`; a resumed
+    run is equivalent to an uninterrupted one, not identical to it."""
     keras.utils.set_random_seed(args.seed)
     directory = os.path.join(args.output_dir, name)
     os.makedirs(directory, exist_ok=True)
-    if epoch_checkpoints(os.path.join(directory, "checkpoints")):
-        raise SystemExit(f"{directory}/checkpoints already holds epoch checkpoints of an earlier "
-                         "run (they would join the average): choose another --output-dir")
+    resumed = resume_point(directory, args)
     model = build_model(name, args, tokenizers, POSITIONS, args.max_output_pieces, norm_first=True)
     dev_bleu = DevBleuEarlyStopping([pair.source for pair in dev_pairs],
                                     [pair.target for pair in dev_pairs],
                                     patience=args.patience, **search_settings(args))
-    callbacks = [FitClock(), dev_bleu, KeepLastCheckpoints(os.path.join(directory, "checkpoints"),
-                                               keep=args.keep_checkpoints)]
+    initial_epoch, minutes_done, stopped_early, best_weights = 0, 0.0, False, None
+    if resumed is not None:
+        newest, initial_epoch, earlier, best = resumed
+        model.optimizer.build(model.trainable_variables)  # its state loads with the weights
+        model.load_weights(best)
+        best_weights = model.get_weights()
+        waited = initial_epoch - (int(np.argmax(earlier["dev_bleu"])) + 1)
+        stopped_early = waited >= args.patience  # the interrupted run had ended
+        if not stopped_early:
+            dev_bleu.resume(earlier["dev_bleu"], best_weights=best_weights)
+        model.load_weights(newest)
+        minutes_done = earlier["fit_minutes"][-1]
+        print(f"--- {name}: resumed after epoch {initial_epoch} ({os.path.basename(newest)}, "
+              f"step {int(model.optimizer.iterations.numpy())}, {minutes_done:.1f} minutes "
+              "of fit)", flush=True)
+    history_path = os.path.join(directory, "history.csv")
+    if resumed is None and os.path.exists(history_path):
+        os.remove(history_path)  # a fresh run's file; no checkpoint belongs to its rows
+    # History rows before checkpoints: a kill between the two leaves a row
+    # that the resume drops (truncate_history), never a checkpoint without one.
+    callbacks = [FitClock(minutes_done), dev_bleu, HistoryCSVLogger(history_path),
+                 KeepLastCheckpoints(os.path.join(directory, "checkpoints"),
+                                     keep=args.keep_checkpoints)]
     time_limit = None
+    left = None
     if args.time_limit_minutes:
-        time_limit = TimeLimit(args.time_limit_minutes * 60)
+        left = args.time_limit_minutes - minutes_done
+        time_limit = TimeLimit(max(left, 1e-9) * 60)
         callbacks.append(time_limit)
     if args.max_steps:
         callbacks.append(StopAfterSteps(args.max_steps))
+    steps_done = int(model.optimizer.iterations.numpy())
+    finished = bool((left is not None and left <= 0) or stopped_early
+                    or (args.max_steps and steps_done >= args.max_steps)
+                    or initial_epoch >= args.epochs)
     print(f"--- {name}: {model.count_params():,} parameters", flush=True)
     matmul_size = 256 if args.smoke else 2048
     speed_before = matmul_gflops(matmul_size)
     print(f"float32 matmul rate before fit: {speed_before} GFLOP/s", flush=True)
     started = time.time()
-    history = model.fit(data[0], validation_data=data[1], epochs=args.epochs,
-                        steps_per_epoch=3 if args.smoke else None, callbacks=callbacks,
-                        verbose=args.verbose)
+    if finished:
+        print(f"--- {name}: nothing left to train (step {steps_done}, epoch {initial_epoch})",
+              flush=True)
+        if best_weights is not None:
+            model.set_weights(best_weights)  # what fit would have put back
+    else:
+        model.fit(data[0], validation_data=data[1], epochs=args.epochs,
+                  initial_epoch=initial_epoch, steps_per_epoch=3 if args.smoke else None,
+                  callbacks=callbacks, verbose=args.verbose)
     train_seconds = round(time.time() - started, 1)
     speed_after = matmul_gflops(matmul_size)
     print(f"float32 matmul rate after fit: {speed_after} GFLOP/s", flush=True)
+    history = {key: values for key, values in read_history(history_path).items()
+               if key != "epoch"}
+    scores = history.get("dev_bleu", [])
+    segment = {"initial_epoch": initial_epoch, "initial_step": steps_done,
+               "train_seconds": train_seconds, "matmul_size": matmul_size,
+               "matmul_gflops_before_fit": speed_before, "matmul_gflops_after_fit": speed_after}
+    segments_path = os.path.join(directory, "segments.json")
+    segments = []
+    if resumed is not None and os.path.exists(segments_path):
+        with open(segments_path, encoding="utf-8") as handle:
+            segments = json.load(handle)
+    segments.append(segment)
     record = {
         "parameters": int(model.count_params()),
-        "train_seconds": train_seconds,
-        "best_epoch": dev_bleu.best_epoch,
+        "train_seconds": round(sum(part["train_seconds"] for part in segments), 1),
+        "best_epoch": int(np.argmax(scores)) + 1 if scores else None,
         "steps": int(model.optimizer.iterations.numpy()),
-        "batches_per_epoch": int(history.history["batches"][0]),
+        "batches_per_epoch": int(history["batches"][0]) if history.get("batches") else None,
         "time_limit_minutes": args.time_limit_minutes,
         "stopped_by_time_limit": bool(time_limit and time_limit.stopped_at_epoch is not None),
         "max_steps": args.max_steps,
@@ -270,13 +368,25 @@ def train(name, args, data, tokenizers, dev_pairs):
         "machine": {**machine(), "matmul_size": matmul_size,
                     "matmul_gflops_before_fit": speed_before,
                     "matmul_gflops_after_fit": speed_after},
-        "history": {key: [float(value) for value in values]
-                    for key, values in history.history.items()},
+        "history": history,
     }
-    model.save(os.path.join(directory, "model.keras"))
-    with open(os.path.join(directory, "history.json"), "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=2)
+    if resumed is not None:  # one entry per fit of the run (the last one's above too)
+        record["resumed_after_epochs"] = [part["initial_epoch"] for part in segments[1:]] or [
+            initial_epoch]
+        record["segments"] = segments
+    model_path = os.path.join(directory, "model.keras")
+    model.save(model_path.replace(".keras", ".tmp.keras"))
+    os.replace(model_path.replace(".keras", ".tmp.keras"), model_path)  # never half-written
+    write_json(segments_path, segments)
+    write_json(os.path.join(directory, "history.json"), record)
     return record
+
+
+def write_json(path, data):
+    """Write `data` as JSON through a temporary name: never a half-written file."""
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, ensure_ascii=False)
+    os.replace(path + ".tmp", path)
 
 
 def sentence_chrf(hypothesis, reference):
@@ -467,15 +577,22 @@ def make_parser():
                              "the choices of the evaluate phase (0: the whole dev split; the "
                              "first verses are easier than the test split, so choices made "
                              "on a prefix do not transfer)")
-    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="most epochs (default: 100; 1 with --smoke)")
     parser.add_argument("--patience", type=int, default=4)
     parser.add_argument("--time-limit-minutes", type=float, default=None,
                         help="training budget per model (wall clock)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="stop after this many optimizer steps (the `steps` a recorded run "
                              "gives in its history.json: the same training on any machine)")
-    parser.add_argument("--keep-checkpoints", type=int, default=5,
-                        help="last epochs kept for checkpoint averaging")
+    parser.add_argument("--resume", action="store_true",
+                        help="a model whose directory holds epoch checkpoints goes on from the "
+                        "newest (weights, optimizer state, history, early stopping, time and "
+                        "step limits) instead of refusing to start")
+    parser.add_argument("--keep-checkpoints", type=int, default=None,
+                        help="last epochs kept for checkpoint averaging (default: 5; 2 with "
+                        "--smoke); more than --patience, or --resume may find the best "
+                        "epoch's weights gone")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--label-smoothing", type=float, default=0.1)
     parser.add_argument("--layers", type=int, default=3)
@@ -530,11 +647,12 @@ def main(argv=None):
     names = model_names(args.models, MODELS)
     if args.smoke:
         args.source_vocabulary_size = args.target_vocabulary_size = 400
-        args.epochs, args.embedding_dim, args.units = 1, 16, 32
+        args.epochs, args.embedding_dim, args.units = args.epochs or 1, 16, 32
         args.layers, args.d_model, args.heads, args.dff = 1, 16, 2, 32
         args.num_beams, args.length_penalties, args.max_output_pieces = 2, [0.0], 24
-        args.keep_checkpoints = 2
+        args.keep_checkpoints = args.keep_checkpoints or 2
         args.shared_vocabulary_size = args.shared_vocabulary_size and 600
+    args.epochs, args.keep_checkpoints = args.epochs or 100, args.keep_checkpoints or 5
     try:
         splits, report = load_data(args)
     except SwordError as error:

@@ -187,6 +187,55 @@ def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
         module.main(["--smoke", "--phase", "train", "--output-dir", str(out)])
 
 
+def test_spanish_to_english_bible_resume(tmp_path, capsys):
+    """A training cut after 2 epochs goes on with --resume from its newest
+    checkpoint: the optimizer's step count (hence the learning rate and Adam's
+    state) is restored, the history grows by one row per epoch, the fit
+    minutes count on, and the best epoch's weights (the early stopping's
+    state) come back at the end; once nothing is left to train a resume only
+    rewrites model.keras with those weights."""
+    _modules_or_skip()
+    import keras
+
+    module = load_example("spanish_to_english_bible")
+    out = tmp_path / "run"
+    common = ["--smoke", "--phase", "train", "--models", "transformer", "--output-dir", str(out),
+              "--patience", "3", "--keep-checkpoints", "3", "--verbose", "0"]
+    module.main([*common, "--epochs", "2"])
+    directory = out / "transformer"
+    first = json.loads((directory / "history.json").read_text())
+    assert first["steps"] == 6 and len(first["history"]["dev_bleu"]) == 2
+    assert "segments" not in first
+    capsys.readouterr()
+    module.main([*common, "--epochs", "3", "--resume"])
+    assert "resumed after epoch 2 (epoch_002.keras, step 6," in capsys.readouterr().out
+    record = json.loads((directory / "history.json").read_text())
+    assert record["steps"] == 9  # 3 more steps after the restored 6, not 3 from 0
+    history = record["history"]
+    assert history["dev_bleu"][:2] == first["history"]["dev_bleu"]
+    assert len(history["dev_bleu"]) == len(history["loss"]) == 3
+    assert history["fit_minutes"][2] > history["fit_minutes"][1] == first["history"][
+        "fit_minutes"][1]
+    assert [part["initial_step"] for part in record["segments"]] == [0, 6]
+    assert record["resumed_after_epochs"] == [2]
+    checkpoint = keras.saving.load_model(directory / "checkpoints" / "epoch_003.keras")
+    assert int(checkpoint.optimizer.iterations.numpy()) == 9
+    best = record["best_epoch"]
+    assert best == int(np.argmax(history["dev_bleu"])) + 1
+    expected = keras.saving.load_model(directory / "checkpoints" / f"epoch_{best:03d}.keras")
+    trained = keras.saving.load_model(directory / "model.keras")
+    for kept, weights in zip(trained.get_weights(), expected.get_weights(), strict=True):
+        np.testing.assert_array_equal(kept, weights)
+    module.main([*common, "--epochs", "3", "--resume"])  # nothing left: same model, same steps
+    assert "nothing left to train (step 9, epoch 3)" in capsys.readouterr().out
+    again = keras.saving.load_model(directory / "model.keras")
+    for kept, weights in zip(again.get_weights(), expected.get_weights(), strict=True):
+        np.testing.assert_array_equal(kept, weights)
+    assert json.loads((directory / "history.json").read_text())["history"] == history
+    with pytest.raises(SystemExit, match="pass --resume to go on from the newest one"):
+        module.main([*common, "--epochs", "4"])
+
+
 def test_reproduce_section_numbers_are_the_artefacts():
     """The recorded run's steps and times on the page, recomputed from
     docs/artefacts/bible_es_en/ (results.json, alignments.json, each model's

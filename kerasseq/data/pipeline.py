@@ -194,10 +194,10 @@ def _encoded_lengths(tokenizer, texts):
         for start in range(0, len(texts), _ENCODE_CHUNK)])
 
 
-def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuffle=True,
+def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=None, shuffle=True,
                  seed=None, bucket_boundaries=None, max_source_length=None,
                  max_target_length=None, drop_remainder=False, cache=True, alignments=None,
-                 fixed_shapes=True, batch_multiple=1):
+                 fixed_shapes=True, batch_multiple=1, batch_tokens=None):
     """Build a training / evaluation dataset of teacher-forcing batches.
 
     Texts are tokenized with `source_tokenizer` / `target_tokenizer` (tokens
@@ -226,11 +226,24 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     (`kerasseq.training.distribute.pad_batches_to_multiple` explains why), so
     `TrainingRun.datasets` passes the strategy's `num_replicas_in_sync`.
 
+    Batches by token count (`batch_tokens`): with buckets, each bucket
+    gets its own row count, `batch_tokens // L` for its padded length `L`
+    (the bucket's longest possible example: `boundaries[i] - 1`, the last
+    bucket the longest example), at least 1 and at most `batch_size` when
+    one is given. Short examples then come many to a batch and long ones
+    few, so every batch holds about the same number of tokens (source or
+    target, the longer, padding included) rather than the same number of
+    sentences, as Vaswani et al. (2017) batched ("about 25,000 source and
+    25,000 target tokens") and as fairseq's `--max-tokens` and OpenNMT's
+    `batch_type: tokens` do. An epoch then has fewer, larger batches of
+    short examples; each bucket is still one shape with `fixed_shapes`.
+
     Args:
         pairs: list of `(source_text, target_text)` str pairs.
         source_tokenizer: `TextTokenizer` with a vocabulary, for the sources.
         target_tokenizer: `TextTokenizer` with a vocabulary, for the targets.
-        batch_size: int >= 1, examples per batch (per bucket when bucketing).
+        batch_size: int >= 1, examples per batch (per bucket when bucketing);
+            None: 64, or with `batch_tokens` no limit on the rows.
         shuffle: bool, shuffle the examples (all of them: the buffer holds the
             whole dataset), in a new order every epoch.
         seed: optional int. With a seed, two datasets built from the same
@@ -260,6 +273,8 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
         fixed_shapes: bool, see "Batch shapes" above.
         batch_multiple: int >= 1, see "Batch rows" above (1: no rows added
             beyond `fixed_shapes`' own).
+        batch_tokens: optional int >= 1, see "Batches by token count" above;
+            needs `bucket_boundaries`.
 
     Returns:
         `tf.data.Dataset` of `((source_ids, target_in_ids), target_out_ids)`,
@@ -287,7 +302,16 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     ([[5, 4, 6, 0], [5, 4, 6, 0]], [[2, 5, 4, 6], [2, 5, 4, 6]], [[5, 4, 6, 3], [0, 0, 0, 0]])
     """
     pairs = _check_pairs(pairs)
-    _check_batch_size(batch_size)
+    if batch_size is not None:
+        _check_batch_size(batch_size)
+    if batch_tokens is not None:
+        batch_tokens = check_positive_int("batch_tokens", batch_tokens)
+        if bucket_boundaries is None:
+            raise ValueError("batch_tokens needs bucket_boundaries ('auto' or a list): a batch's "
+                             "row count comes from its bucket's length. Received: "
+                             "bucket_boundaries=None")
+    elif batch_size is None:
+        batch_size = 64
     batch_multiple = check_positive_int("batch_multiple", batch_multiple)
     for name, value in (("max_source_length", max_source_length),
                         ("max_target_length", max_target_length)):
@@ -331,6 +355,13 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
                              f"ints >= 1. Received: bucket_boundaries={bucket_boundaries!r}")
         if fixed_shapes:  # bucket i padded to boundaries[i] - 1, the last to the longest example
             edges = [int(b) - 1 for b in boundaries if 1 <= b - 1 < longest] + [longest]
+
+    if batch_tokens is None:
+        rows = [batch_size] * (1 if boundaries is None else len(boundaries) + 1)
+    else:  # a bucket's longest possible example sets its rows
+        padded = [min(int(bound) - 1, longest) for bound in boundaries] + [longest]
+        rows = [max(1, min(batch_tokens // length, batch_size or batch_tokens))
+                for length in padded]
 
     def encode_chunk(source_texts, target_texts):
         return source_tokenizer.encode(source_texts), target_tokenizer.encode(target_texts)
@@ -376,21 +407,25 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=64, shuff
     else:
         dataset = dataset.bucket_by_sequence_length(
             element_length_func=_example_length, bucket_boundaries=boundaries,
-            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1), padding_values=PAD_ID,
-            drop_remainder=drop_remainder)
+            bucket_batch_sizes=rows, padding_values=PAD_ID, drop_remainder=drop_remainder)
     if fixed_shapes or batch_multiple > 1:
         def to_batch_shape(inputs, target_out):
-            rows = batch_size if fixed_shapes else tf.shape(target_out)[0]
-            rows += (-rows) % batch_multiple  # the next multiple of batch_multiple
-            length = None
-            if fixed_shapes:
-                source_ids, _, _ = split_inputs(inputs)
-                length = smallest_edge(edges, tf.maximum(tf.shape(source_ids)[1],
-                                                         tf.shape(target_out)[1]))
-            return pad_batch(inputs, target_out, rows, length)
+            source_ids, _, _ = split_inputs(inputs)
+            longest_here = tf.maximum(tf.shape(source_ids)[1], tf.shape(target_out)[1])
+            if not fixed_shapes:
+                batch_rows = tf.shape(target_out)[0]
+            elif len(rows) == 1:
+                batch_rows = rows[0]
+            else:  # the rows of the bucket the batch came from
+                bucket = tf.reduce_sum(tf.cast(tf.constant(boundaries, tf.int32) <= longest_here,
+                                               tf.int32))
+                batch_rows = tf.gather(tf.constant(rows, tf.int32), bucket)
+            batch_rows += (-batch_rows) % batch_multiple  # the next multiple of batch_multiple
+            length = smallest_edge(edges, longest_here) if fixed_shapes else None
+            return pad_batch(inputs, target_out, batch_rows, length)
 
         dataset = dataset.map(_unconverted(to_batch_shape), num_parallel_calls=tf.data.AUTOTUNE)
-    batches = _number_of_batches(lengths[kept], boundaries, batch_size, drop_remainder)
+    batches = _number_of_batches(lengths[kept], boundaries, rows, drop_remainder)
     dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     return dataset.prefetch(tf.data.AUTOTUNE)
 
@@ -422,11 +457,12 @@ def batch_shapes(dataset):
         tuple(tuple(tensor.shape) for tensor in tf.nest.flatten(batch)) for batch in dataset)
 
 
-def _number_of_batches(lengths, boundaries, batch_size, drop_remainder):
+def _number_of_batches(lengths, boundaries, rows, drop_remainder):
     """Batches of `padded_batch` / `bucket_by_sequence_length` over examples of `lengths`.
 
     A bucket holds the lengths in `[boundaries[i - 1], boundaries[i])` and
-    emits full batches, then (without `drop_remainder`) one partial batch.
+    emits full batches of its `rows[i]` examples, then (without
+    `drop_remainder`) one partial batch.
     """
     if boundaries is None:
         counts = [len(lengths)]
@@ -434,8 +470,8 @@ def _number_of_batches(lengths, boundaries, batch_size, drop_remainder):
         counts = np.bincount(np.searchsorted(boundaries, lengths, side="right"),
                              minlength=len(boundaries) + 1)
     if drop_remainder:
-        return int(sum(count // batch_size for count in counts))
-    return int(sum(-(-count // batch_size) for count in counts))
+        return int(sum(count // size for count, size in zip(counts, rows, strict=True)))
+    return int(sum(-(-count // size) for count, size in zip(counts, rows, strict=True)))
 
 
 def make_source_dataset(texts, tokenizer, batch_size=64):

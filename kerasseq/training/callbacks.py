@@ -164,6 +164,11 @@ class DevBleuEarlyStopping(keras.callbacks.Callback):
         best: the best dev BLEU so far (-1.0 before the first epoch).
         best_epoch: its epoch, counted from 1 (None before the first epoch).
 
+    A run resumed from a checkpoint (`fit(initial_epoch=N)`) goes on with
+    the state of the interrupted one: `resume(scores, best_weights)` before
+    that `fit`, with the N scores the earlier epochs logged and the weights
+    of the best of them.
+
     Example:
 
     >>> stopper = DevBleuEarlyStopping(["ein Haus"], ["a house"], patience=3)
@@ -182,9 +187,44 @@ class DevBleuEarlyStopping(keras.callbacks.Callback):
         self.patience, self.batch_size, self.lowercase = patience, batch_size, bool(lowercase)
         self.log_name, self.verbose, self.search = log_name, verbose, search
         self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
+        self._resumed = None  # set by `resume`, taken by the next `on_train_begin`
 
     def on_train_begin(self, logs=None):
-        self.best, self.best_epoch, self.best_weights, self.wait = -1.0, None, None, 0
+        resumed, self._resumed = self._resumed, None
+        self.best, self.best_epoch, self.best_weights, self.wait = resumed or (-1.0, None, None, 0)
+
+    def resume(self, scores, best_weights):
+        """Start the next `fit` where a run that logged `scores` left off.
+
+        Args:
+            scores: list of float, the dev BLEU of every finished epoch, in
+                order (the `log_name` column of their history); the next
+                `fit` starts at epoch `len(scores)`.
+            best_weights: list of arrays (`model.get_weights()`), the weights
+                of the epoch with the best score (the first one of a tie, as
+                an uninterrupted run keeps it).
+
+        The next `on_train_begin` takes `best`, `best_epoch` and the epochs
+        waited since from `scores` instead of starting afresh; early stopping
+        and the weights restored at the end are then those of an
+        uninterrupted run.
+        """
+        scores = [float(score) for score in scores]
+        if not scores or not all(math.isfinite(score) for score in scores):
+            raise ValueError("scores must be the finite dev BLEU of at least one finished "
+                             f"epoch. Received: scores={scores!r}")
+        if best_weights is None:
+            raise ValueError("best_weights must be the weights of the best epoch, "
+                             "model.get_weights() of its checkpoint. Received: None")
+        best = max(scores)
+        best_epoch = scores.index(best) + 1
+        wait = len(scores) - best_epoch
+        if wait >= self.patience:
+            raise ValueError(
+                f"the run stopped early already: its best score {best:.2f} (epoch {best_epoch}) "
+                f"is {wait} epochs old, and patience={self.patience} ends a run after "
+                f"{self.patience} epochs without a better one")
+        self._resumed = (best, best_epoch, [np.array(w) for w in best_weights], wait)
 
     def on_epoch_end(self, epoch, logs=None):
         started = time.time()

@@ -361,3 +361,77 @@ def test_make_dataset_pads_rows_to_batch_multiple_itself(tokenizers, fixed_shape
             np.testing.assert_array_equal(kept, expected)
     with pytest.raises(ValueError, match="batch_multiple must be >= 1"):
         make_dataset(PAIRS, source, target, batch_multiple=0)
+
+
+# ------------------------------------------------------- batches by token count
+def _long_pairs(count=60, longest=20, seed=3):
+    """Pairs of CMUdict-like words of 1..`longest` letters, every length present."""
+    rng = np.random.default_rng(seed)
+    words = ["".join(rng.choice(list("act"), size=1 + index % longest)) for index in range(count)]
+    return [(word, " ".join(PHONES[ch] for ch in word)) for word in words]
+
+
+def test_batch_tokens_gives_each_bucket_its_rows_and_loses_no_pair(tokenizers):
+    """batch_tokens=24 with the fixed-shape buckets: lengths max(source, target + 1)
+    run 2..21, padded to the edges 8, 12, 16 and 21, so the buckets' batches hold
+    24 // 8 = 3, 2, 1 and 1 rows: rows x length <= 24 (or one row); the real
+    rows are every pair once; the declared cardinality is the count of batches."""
+    source, target = tokenizers
+    pairs = _long_pairs()
+    dataset = make_dataset(pairs, source, target, seed=0, bucket_boundaries="auto",
+                           batch_tokens=24)
+    expected_rows = {8: 3, 12: 2, 16: 1, 21: 1}
+    real, shapes = [], collections.Counter()
+    for (source_ids, target_in), target_out in dataset.as_numpy_iterator():
+        rows, length = target_out.shape
+        shapes[(rows, length)] += 1
+        assert source_ids.shape == target_in.shape == (rows, length)
+        assert rows == expected_rows[length]
+        for s, ti, to in zip(source_ids, target_in, target_out, strict=True):
+            if to.any():
+                real.append((tuple(s[s != PAD_ID]), tuple(ti[ti != PAD_ID]),
+                             tuple(to[to != PAD_ID])))
+    everything = make_dataset(pairs, source, target, shuffle=False, fixed_shapes=False)
+    assert sorted(real) == sorted(_examples(everything))
+    assert set(shapes) == {(rows, length) for length, rows in expected_rows.items()}
+    assert int(dataset.cardinality()) == sum(shapes.values())
+    # a batch_size caps the rows; each bucket keeps one shape
+    capped = make_dataset(pairs, source, target, batch_size=2, seed=0,
+                          bucket_boundaries="auto", batch_tokens=24)
+    assert {shape[0] for shape in batch_shapes(capped)} == {(2, 8), (2, 12), (1, 16), (1, 21)}
+    assert int(capped.cardinality()) == len(list(capped))
+
+
+def test_batch_tokens_without_fixed_shapes_and_with_links(tokenizers):
+    """Buckets [5, 10] without fixed shapes: a batch of bucket [1, 5) pads to at
+    most 4 columns and holds up to 20 // 4 = 5 rows, of [5, 10) 20 // 9 = 2, the
+    last (up to the longest, 21) 1. With reference links each batch's links
+    have its rows and lengths."""
+    source, target = tokenizers
+    pairs = _long_pairs()
+    dataset = make_dataset(pairs, source, target, shuffle=False, bucket_boundaries=[5, 10],
+                           fixed_shapes=False, batch_tokens=20)
+    seen = 0
+    for (source_ids, _target_in), target_out in dataset.as_numpy_iterator():
+        rows, length = len(target_out), max(source_ids.shape[1], target_out.shape[1])
+        assert rows <= (5 if length <= 4 else 2 if length <= 9 else 1)
+        assert rows * length <= 20 or rows == 1
+        seen += rows
+    assert seen == len(pairs) and int(dataset.cardinality()) == len(list(dataset))
+    links = [np.array([[0, 0]])] * len(pairs)  # first target piece -> first source piece
+    guided = make_dataset(pairs, source, target, seed=1, bucket_boundaries="auto",
+                          batch_tokens=24, alignments=links)
+    for inputs, target_out in guided.as_numpy_iterator():
+        rows, length = target_out.shape
+        assert inputs["alignment_links"].shape == (rows, length, length)
+        real = target_out.any(axis=1)
+        assert (inputs["alignment_links"][real, 0, 0] == 1).all()
+        assert inputs["alignment_links"].sum() == real.sum()
+
+
+def test_batch_tokens_is_checked(tokenizers):
+    source, target = tokenizers
+    with pytest.raises(ValueError, match="batch_tokens needs bucket_boundaries"):
+        make_dataset(PAIRS, source, target, batch_tokens=64)
+    with pytest.raises(ValueError, match="batch_tokens must be >= 1"):
+        make_dataset(PAIRS, source, target, bucket_boundaries="auto", batch_tokens=0)

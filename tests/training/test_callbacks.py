@@ -191,3 +191,54 @@ def test_dev_bleu_early_stopping_logs_stops_and_restores_the_best_weights(capsys
         DevBleuEarlyStopping(["a"], [], patience=1)
     with pytest.raises(ValueError, match="patience"):
         DevBleuEarlyStopping(["a"], ["b"], patience=0)
+
+
+def test_dev_bleu_early_stopping_resumed_stops_and_restores_as_an_uninterrupted_run():
+    """Epochs 1-2 in one fit, the rest in a resumed one (initial_epoch=2): the
+    scores of the same script as above stop it after epoch 4 again, and the
+    weights put back are those of epoch 2, which only the first fit saw."""
+    model, x, y = _regression()
+    references = ["the cat sat on the mat today", "a dog ran in the park"]
+    scripted = [["the cat", "a dog"], list(references), ["x", "y"], ["the cat", "a dog"],
+                list(references)]
+    calls, weights = [], []
+
+    def translate(sources, method, batch_size, **search):
+        calls.append(method)
+        return scripted[len(calls) - 1]
+
+    class EpochWeights(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            weights.append(self.model.get_weights())
+
+    model.translate = translate
+    first = DevBleuEarlyStopping(["s1", "s2"], references, patience=2, verbose=0)
+    scores = model.fit(x, y, epochs=2, batch_size=8, verbose=0,
+                       callbacks=[EpochWeights(), first]).history["dev_bleu"]
+    model.set_weights(weights[1])  # what a checkpoint of epoch 2 holds
+    stopper = DevBleuEarlyStopping(["s1", "s2"], references, patience=2, verbose=0)
+    stopper.resume(scores, best_weights=weights[1])
+    history = model.fit(x, y, epochs=10, initial_epoch=2, batch_size=8, verbose=0,
+                        callbacks=[EpochWeights(), stopper])
+    assert history.epoch == [2, 3]  # stopped after epoch 4, as without the break
+    assert stopper.best == pytest.approx(100.0) and stopper.best_epoch == 2
+    for restored, best in zip(model.get_weights(), weights[1], strict=True):
+        np.testing.assert_array_equal(restored, best)
+    assert not np.array_equal(weights[3][0], weights[1][0])  # training did move them
+
+    fresh = DevBleuEarlyStopping(["s1"], ["a"], patience=3)
+    fresh.on_train_begin()  # no resume: a fresh start
+    assert (fresh.best, fresh.best_epoch, fresh.wait) == (-1.0, None, 0)
+    fresh.resume([3.0, 5.0, 5.0, 4.0], best_weights=weights[0])
+    fresh.on_train_begin()
+    assert (fresh.best, fresh.best_epoch, fresh.wait) == (5.0, 2, 2)  # a tie is no gain
+    np.testing.assert_array_equal(fresh.best_weights[0], weights[0][0])
+    fresh.on_train_begin()  # the resumed state serves one fit only
+    assert fresh.best_epoch is None
+    with pytest.raises(ValueError, match="stopped early already"):
+        fresh.resume([5.0, 4.0, 4.0, 4.0], best_weights=weights[0])
+    with pytest.raises(ValueError, match="finite dev BLEU"):
+        fresh.resume([], best_weights=weights[0])
+    with pytest.raises(ValueError, match="best_weights"):
+        fresh.resume([1.0], best_weights=None)
+
