@@ -52,7 +52,8 @@ SHARED_VOCABULARY = 8000
 # (its defaults and --shared-vocabulary-size 8000): `build` builds the model
 # with that example's own `build_model`.
 BASE = {"layers": 3, "d_model": 256, "heads": 4, "dff": 512, "transformer_dropout": 0.1,
-        "warmup_steps": 1000, "lr_scale": 1.0, "batch_size": 64, "label_smoothing": 0.1,
+        "warmup_steps": 1000, "lr_scale": 1.0, "batch_size": 64, "batch_tokens": None,
+        "label_smoothing": 0.1,
         "shared_vocabulary_size": SHARED_VOCABULARY, "guided_alignment_weight": 0.0,
         "guided_alignment_layer": None, "guided_alignment_head": 0}
 RECIPES = {
@@ -62,6 +63,9 @@ RECIPES = {
     "layers_4": {"layers": 4},
     "dropout_0": {"transformer_dropout": 0.0},
     "batch_128": {"batch_size": 128},
+    # batches by token count (make_dataset's batch_tokens): about the base
+    # recipe's mean pieces per batch (TOKENS_LIKE_BASE), spread evenly
+    "tokens": {"batch_tokens": "like_base"},
     # guided alignment (issue: a head that aligns as well as eflomal): its
     # loss weight and its layer (None: the penultimate, 1 of 3)
     "guided": {"guided_alignment_weight": 0.1},
@@ -167,10 +171,27 @@ def dataset(data, settings, seed=0):
         with open(os.path.join(data, "links.json"), encoding="utf-8") as handle:
             alignments = [np.asarray(row, dtype="int32").reshape(-1, 2)
                           for row in json.load(handle)]
-    return make_dataset([(s, t) for s, t, _ in rows], tokenizer, tokenizer,
-                        batch_size=settings["batch_size"], seed=seed, bucket_boundaries="auto",
+    pairs = [(s, t) for s, t, _ in rows]
+    batching = {"batch_size": settings["batch_size"]}
+    if settings["batch_tokens"] == "like_base":
+        batching = {"batch_size": None,
+                    "batch_tokens": mean_batch_tokens(make_dataset(
+                        pairs, tokenizer, tokenizer, batch_size=settings["batch_size"],
+                        shuffle=False, bucket_boundaries="auto", max_source_length=MAX_PIECES,
+                        max_target_length=MAX_PIECES))}
+    elif settings["batch_tokens"]:
+        batching = {"batch_size": None, "batch_tokens": settings["batch_tokens"]}
+    return make_dataset(pairs, tokenizer, tokenizer, seed=seed, bucket_boundaries="auto",
                         max_source_length=MAX_PIECES, max_target_length=MAX_PIECES,
-                        alignments=alignments)
+                        alignments=alignments, **batching)
+
+
+def mean_batch_tokens(batches):
+    """The mean padded pieces of a batch (rows x length of its target) over one
+    pass of `batches`: the budget of the `tokens` recipe, so that its batches
+    hold what the base recipe's hold on average."""
+    sizes = [int(target_out.shape[0]) * int(target_out.shape[1]) for _, target_out in batches]
+    return int(round(sum(sizes) / len(sizes)))
 
 
 # ---------------------------------------------------------------- time (CPU)

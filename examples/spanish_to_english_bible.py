@@ -594,6 +594,10 @@ def make_parser():
                         "--smoke); more than --patience, or --resume may find the best "
                         "epoch's weights gone")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="training batches by token count: each length bucket's batches "
+                        "hold about this many pieces (rows x padded length) instead of "
+                        "--batch-size verses (make_dataset's batch_tokens)")
     parser.add_argument("--label-smoothing", type=float, default=0.1)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--d-model", type=int, default=256)
@@ -667,9 +671,11 @@ def main(argv=None):
                                      args.target_vocabulary_size, args.shared_vocabulary_size)
         print(f"WordPiece: {tokenizers[0].vocabulary_size} Spanish / "
               f"{tokenizers[1].vocabulary_size} English ids", flush=True)
+        batching = ({"batch_size": None, "batch_tokens": args.batch_tokens} if args.batch_tokens
+                    else {"batch_size": args.batch_size})
         data = (
             make_dataset([(p.source, p.target) for p in splits["train"]], *tokenizers,
-                         batch_size=args.batch_size, seed=args.seed, bucket_boundaries="auto",
+                         seed=args.seed, bucket_boundaries="auto", **batching,
                          max_source_length=args.max_pieces, max_target_length=args.max_pieces),
             make_dataset([(p.source, p.target) for p in splits["dev"]], *tokenizers,
                          batch_size=args.batch_size, shuffle=False,
@@ -684,7 +690,7 @@ def main(argv=None):
                   f"{len(links):,} training verses ({time.time() - started:.0f} s)", flush=True)
             guided_data = (
                 make_dataset([(p.source, p.target) for p in splits["train"]], *tokenizers,
-                             batch_size=args.batch_size, seed=args.seed,
+                             seed=args.seed, **batching,
                              bucket_boundaries="auto", max_source_length=args.max_pieces,
                              max_target_length=args.max_pieces, alignments=links),
                 data[1])

@@ -44,7 +44,8 @@ def test_whitespace_pieces_get_the_wordpiece_ids(data, sweep):
 
 
 def test_step_budgets_give_each_recipe_the_base_run_s_time(sweep):
-    timed = {"base": 2.0, "dff_1024": 2.5, "layers_4": 3.0, "batch_128": 4.0, "guided": 1.9}
+    timed = {"base": 2.0, "dff_1024": 2.5, "layers_4": 3.0, "batch_128": 4.0, "guided": 1.9,
+             "tokens": 2.0}
     steps = sweep.step_budgets({name: {"cpu_step_seconds": seconds}
                                 for name, seconds in timed.items()})
     budget = {name: values["steps"] for name, values in steps.items()}
@@ -58,6 +59,23 @@ def test_step_budgets_give_each_recipe_the_base_run_s_time(sweep):
     assert steps["dropout_0"]["timed_as"] == "base"
     assert budget["guided_weight_0.5"] == budget["guided_weight_0.5_layer_2"] == base
     assert set(budget) == set(sweep.RECIPES)
+
+
+def test_tokens_recipe_batches_hold_the_base_recipe_s_mean_pieces(data, sweep):
+    """The `tokens` recipe's budget is the base recipe's mean padded pieces per
+    batch; its batches stay within it (or hold one verse) and keep every verse."""
+    import numpy as np
+
+    folder = str(data[0])
+    base = list(sweep.dataset(folder, sweep.recipe("base"), seed=1))
+    sizes = [target_out.shape[0] * target_out.shape[1] for _, target_out in base]
+    budget = sweep.mean_batch_tokens(base)
+    assert budget == round(np.mean(sizes)) and budget > 0
+    tokens = list(sweep.dataset(folder, sweep.recipe("tokens"), seed=1))
+    for _, target_out in tokens:
+        assert target_out.shape[0] * target_out.shape[1] <= budget or target_out.shape[0] == 1
+    real = [int(np.asarray(target_out).any(axis=1).sum()) for _, target_out in tokens]
+    assert sum(real) == sum(int(np.asarray(t).any(axis=1).sum()) for _, t in base) == 32
 
 
 def test_train_one_and_score_run_end_to_end(data, sweep, tmp_path, capsys):
