@@ -26,8 +26,10 @@ Two phases, so a long training can be scored later with newer code:
   first few hundred are easier than the test split, so choices made on them
   do not transfer), the best epoch's weights kept, early stopping after
   `--patience` epochs, the last `--keep-checkpoints` epochs kept for
-  averaging. Writes OUTPUT_DIR/NAME/model.keras, checkpoints/epoch_XXX.keras
-  and history.json (with the minutes of `fit` at each epoch's end).
+  averaging. Writes OUTPUT_DIR/NAME/model.keras, checkpoints/epoch_XXX.keras,
+  history.csv (a row per finished epoch) and history.json (with the minutes
+  of `fit` at each epoch's end). `--resume` goes on with a stopped training
+  from its newest checkpoint (see `train`).
 - `--phase evaluate`: on the same dev verses, the averaged last checkpoints
   against the best epoch (the better one is kept), then the beam length
   penalty (`--length-penalties`), then `SearchConfig.no_repeat_ngram_size`
