@@ -63,8 +63,8 @@ RECIPES = {
     "layers_4": {"layers": 4},
     "dropout_0": {"transformer_dropout": 0.0},
     "batch_128": {"batch_size": 128},
-    # batches by token count (make_dataset's batch_tokens): about the base
-    # recipe's mean pieces per batch (TOKENS_LIKE_BASE), spread evenly
+    # batches by token count (make_dataset's batch_tokens): the base recipe's
+    # mean padded pieces per batch ("like_base": `mean_batch_tokens`), spread evenly
     "tokens": {"batch_tokens": "like_base"},
     # guided alignment (issue: a head that aligns as well as eflomal): its
     # loss weight and its layer (None: the penultimate, 1 of 3)

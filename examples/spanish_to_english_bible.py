@@ -238,6 +238,21 @@ class FitClock(keras.callbacks.Callback):
             logs["batches"] = self._batches
 
 
+# The arguments that make a training what it is: a resume with other values
+# would go on with another recipe (or other data) than the checkpoints'.
+TRAINING_ARGUMENTS = (
+    "source_module", "target_module", "source_vocabulary_size", "target_vocabulary_size",
+    "shared_vocabulary_size", "max_pieces", "batch_size", "batch_tokens", "label_smoothing",
+    "layers", "d_model", "heads", "dff", "transformer_dropout", "warmup_steps", "lr_scale",
+    "embedding_dim", "units", "dropout", "learning_rate", "guided_alignment_weight",
+    "guided_alignment_layer", "guided_alignment_head", "seed", "patience", "dev_examples",
+    "smoke")
+
+
+def training_arguments(args):
+    return {key: getattr(args, key) for key in TRAINING_ARGUMENTS}
+
+
 def resume_point(directory, args):
     """What `--resume` goes on from in `directory`: None on a fresh start, else
     (the newest epoch checkpoint, its epoch number, the history of the epochs
@@ -252,6 +267,18 @@ def resume_point(directory, args):
         raise SystemExit(f"{directory}/checkpoints already holds epoch checkpoints of an earlier "
                          "run (they would join the average): pass --resume to go on from the "
                          "newest one, or choose another --output-dir")
+    arguments_path = os.path.join(directory, "train_arguments.json")
+    if os.path.exists(arguments_path):  # runs begun before --resume existed have none
+        with open(arguments_path, encoding="utf-8") as handle:
+            recorded = json.load(handle)
+        changed = {key: (recorded.get(key), value)
+                   for key, value in training_arguments(args).items()
+                   if recorded.get(key) != value}
+        if changed:
+            raise SystemExit("--resume: the run in " + directory + " was trained with other "
+                             "arguments: " + ", ".join(
+                                 f"--{key.replace('_', '-')} {old!r} (now {new!r})"
+                                 for key, (old, new) in changed.items()))
     newest = checkpoints[-1]
     epochs = int(CHECKPOINT_PATTERN.fullmatch(os.path.basename(newest)).group(1))
     history_path = os.path.join(directory, "history.csv")
@@ -280,9 +307,12 @@ def train(name, args, data, tokenizers, dev_pairs):
     from the newest one: its weights and optimizer state (the step count,
     hence the learning rate, and Adam's moments), the epoch count, the
     history, the dev BLEU early stopping, the `fit` minutes of the time limit
-    and the step count of `--max-steps`. Not restored: the order of the
-    batches and the dropout masks, which start again from `--seed`; a resumed
-    run is equivalent to an uninterrupted one, not identical to it."""
+    (as `fit_minutes` counts them: without the last epoch's dev scoring) and
+    the step count of `--max-steps`. Not restored: the order of the batches,
+    which starts again from `--seed`, and the dropout masks, drawn from
+    `--seed` plus the epochs done; a resumed run is equivalent to an
+    uninterrupted one, not identical to it. A resume with other training
+    arguments than NAME/train_arguments.json records is refused."""
     keras.utils.set_random_seed(args.seed)
     directory = os.path.join(args.output_dir, name)
     os.makedirs(directory, exist_ok=True)
@@ -302,13 +332,21 @@ def train(name, args, data, tokenizers, dev_pairs):
         if not stopped_early:
             dev_bleu.resume(earlier["dev_bleu"], best_weights=best_weights)
         model.load_weights(newest)
+        if int(model.optimizer.iterations.numpy()) == 0:
+            raise SystemExit(f"--resume: {newest} holds no optimizer state (step 0): the "
+                             "learning rate and Adam's moments would start over")
+        keras.utils.set_random_seed(args.seed + initial_epoch)  # not epoch 1's dropout again
         minutes_done = earlier["fit_minutes"][-1]
         print(f"--- {name}: resumed after epoch {initial_epoch} ({os.path.basename(newest)}, "
               f"step {int(model.optimizer.iterations.numpy())}, {minutes_done:.1f} minutes "
               "of fit)", flush=True)
     history_path = os.path.join(directory, "history.csv")
-    if resumed is None and os.path.exists(history_path):
-        os.remove(history_path)  # a fresh run's file; no checkpoint belongs to its rows
+    segments_path = os.path.join(directory, "segments.json")
+    if resumed is None:  # files of a run whose checkpoints are gone: not this run's
+        for stale in (history_path, segments_path):
+            if os.path.exists(stale):
+                os.remove(stale)
+        write_json(os.path.join(directory, "train_arguments.json"), training_arguments(args))
     # History rows before checkpoints: a kill between the two leaves a row
     # that the resume drops (truncate_history), never a checkpoint without one.
     callbacks = [FitClock(minutes_done), dev_bleu, HistoryCSVLogger(history_path),
@@ -330,6 +368,15 @@ def train(name, args, data, tokenizers, dev_pairs):
     matmul_size = 256 if args.smoke else 2048
     speed_before = matmul_gflops(matmul_size)
     print(f"float32 matmul rate before fit: {speed_before} GFLOP/s", flush=True)
+    segments = []  # one entry per fit of the run, written before it starts: a killed one stays
+    if os.path.exists(segments_path):
+        with open(segments_path, encoding="utf-8") as handle:
+            segments = json.load(handle)
+    segment = {"initial_epoch": initial_epoch, "initial_step": steps_done,
+               "train_seconds": None, "matmul_size": matmul_size,
+               "matmul_gflops_before_fit": speed_before, "matmul_gflops_after_fit": None}
+    segments.append(segment)
+    write_json(segments_path, segments)
     started = time.time()
     if finished:
         print(f"--- {name}: nothing left to train (step {steps_done}, epoch {initial_epoch})",
@@ -346,23 +393,17 @@ def train(name, args, data, tokenizers, dev_pairs):
     history = {key: values for key, values in read_history(history_path).items()
                if key != "epoch"}
     scores = history.get("dev_bleu", [])
-    segment = {"initial_epoch": initial_epoch, "initial_step": steps_done,
-               "train_seconds": train_seconds, "matmul_size": matmul_size,
-               "matmul_gflops_before_fit": speed_before, "matmul_gflops_after_fit": speed_after}
-    segments_path = os.path.join(directory, "segments.json")
-    segments = []
-    if resumed is not None and os.path.exists(segments_path):
-        with open(segments_path, encoding="utf-8") as handle:
-            segments = json.load(handle)
-    segments.append(segment)
+    segment.update(train_seconds=train_seconds, matmul_gflops_after_fit=speed_after)
     record = {
         "parameters": int(model.count_params()),
-        "train_seconds": round(sum(part["train_seconds"] for part in segments), 1),
+        # a killed fit's seconds are not known: the sum of the fits that ended
+        "train_seconds": round(sum(part["train_seconds"] or 0 for part in segments), 1),
         "best_epoch": int(np.argmax(scores)) + 1 if scores else None,
         "steps": int(model.optimizer.iterations.numpy()),
         "batches_per_epoch": int(history["batches"][0]) if history.get("batches") else None,
         "time_limit_minutes": args.time_limit_minutes,
-        "stopped_by_time_limit": bool(time_limit and time_limit.stopped_at_epoch is not None),
+        "stopped_by_time_limit": bool((time_limit and time_limit.stopped_at_epoch is not None)
+                                      or (left is not None and left <= 0)),
         "max_steps": args.max_steps,
         "seed": args.seed,
         "vocabulary_sizes": [tokenizers[0].vocabulary_size, tokenizers[1].vocabulary_size],
@@ -372,9 +413,9 @@ def train(name, args, data, tokenizers, dev_pairs):
                     "matmul_gflops_after_fit": speed_after},
         "history": history,
     }
-    if resumed is not None:  # one entry per fit of the run (the last one's above too)
-        record["resumed_after_epochs"] = [part["initial_epoch"] for part in segments[1:]] or [
-            initial_epoch]
+    if len(segments) > 1:  # one entry per fit of the run (the last one's above too)
+        record["resumed_after_epochs"] = [part["initial_epoch"] for part in segments
+                                          if part["initial_epoch"] > 0]
         record["segments"] = segments
     model_path = os.path.join(directory, "model.keras")
     model.save(model_path.replace(".keras", ".tmp.keras"))

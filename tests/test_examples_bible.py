@@ -234,6 +234,10 @@ def test_spanish_to_english_bible_resume(tmp_path, capsys):
     assert json.loads((directory / "history.json").read_text())["history"] == history
     with pytest.raises(SystemExit, match="pass --resume to go on from the newest one"):
         module.main([*common, "--epochs", "4"])
+    with pytest.raises(SystemExit, match=r"other arguments: --label-smoothing 0\.1 \(now 0\.2\)"):
+        module.main([*common, "--epochs", "4", "--resume", "--label-smoothing", "0.2"])
+    assert [part["initial_epoch"] for part in json.loads(
+        (directory / "segments.json").read_text())] == [0, 2, 3]
 
 
 def test_reproduce_section_numbers_are_the_artefacts():

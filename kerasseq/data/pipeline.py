@@ -207,7 +207,8 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=None, shu
 
     Batch shapes (`fixed_shapes`): XLA compiles one program per batch shape
     (Keras' default `compile` turns XLA on for `fit` on a GPU), so by
-    default every batch has `batch_size` rows (a short last batch is
+    default every batch has `batch_size` rows (with `batch_tokens`, its
+    bucket's row count; a short last batch is
     completed with neutral rows, see `pad_batch`: no loss, no gradient) and
     its source and target are padded to one common length out of a few:
     8, 12, 16, 24, 32, 48, 64, 96, ... up to the longest example
@@ -359,7 +360,8 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=None, shu
     if batch_tokens is None:
         rows = [batch_size] * (1 if boundaries is None else len(boundaries) + 1)
     else:  # a bucket's longest possible example sets its rows
-        padded = [min(int(bound) - 1, longest) for bound in boundaries] + [longest]
+        # ("auto" over short examples may leave one bucket: boundaries None)
+        padded = [max(1, min(int(bound) - 1, longest)) for bound in boundaries or []] + [longest]
         rows = [max(1, min(batch_tokens // length, batch_size or batch_tokens))
                 for length in padded]
 
@@ -402,7 +404,7 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, batch_size=None, shu
     if alignments is not None:
         dataset = dataset.map(_unconverted(_dense_links), num_parallel_calls=tf.data.AUTOTUNE)
     if boundaries is None:
-        dataset = dataset.padded_batch(batch_size, padding_values=PAD_ID,
+        dataset = dataset.padded_batch(rows[0], padding_values=PAD_ID,
                                        drop_remainder=drop_remainder)
     else:
         dataset = dataset.bucket_by_sequence_length(

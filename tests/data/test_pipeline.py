@@ -431,6 +431,16 @@ def test_batch_tokens_without_fixed_shapes_and_with_links(tokenizers):
 
 def test_batch_tokens_is_checked(tokenizers):
     source, target = tokenizers
+    # "auto" over examples no longer than 9: one bucket, padded to the longest (9)
+    short = make_dataset(PAIRS, source, target, seed=0, bucket_boundaries="auto",
+                         batch_tokens=20)
+    assert set(batch_shapes(short)) == {((2, 9), (2, 9), (2, 9))}  # 20 // 9 = 2 rows
+    assert len(_examples(short)) == len(PAIRS) == 2 * int(short.cardinality())
+    # a boundary of 1 (an empty first bucket) pads to at least one column
+    ones = make_dataset(PAIRS, source, target, bucket_boundaries=[1, 5], batch_tokens=8,
+                        fixed_shapes=False)
+    assert sorted(_examples(ones)) == sorted(_examples(
+        make_dataset(PAIRS, source, target, shuffle=False, fixed_shapes=False)))
     with pytest.raises(ValueError, match="batch_tokens needs bucket_boundaries"):
         make_dataset(PAIRS, source, target, batch_tokens=64)
     with pytest.raises(ValueError, match="batch_tokens must be >= 1"):
