@@ -158,27 +158,38 @@ def test_stop_on_non_finite_loss_checks_weights_and_validation_at_epoch_end():
         callback.on_epoch_end(0, {"loss": 0.5})
 
 
-def test_dev_bleu_early_stopping_logs_stops_and_restores_the_best_weights(capsys):
+DEV_REFERENCES = ["the cat sat on the mat today", "a dog ran in the park"]
+# dev BLEU per epoch: low, 100 (best), 0, low, 100: patience 2 stops after epoch 4
+SCRIPTED_DEV = [["the cat", "a dog"], list(DEV_REFERENCES), ["x", "y"], ["the cat", "a dog"],
+                list(DEV_REFERENCES)]
+
+
+def _scripted_dev_model():
+    """A regression model whose `translate` returns SCRIPTED_DEV's outputs in turn:
+    `(model, x, y, calls, weights, epoch_weights)`; `calls` records each call's
+    arguments, and the callback `epoch_weights` appends each epoch's weights."""
     model, x, y = _regression()
-    references = ["the cat sat on the mat today", "a dog ran in the park"]
-    # dev BLEU per epoch: low, 100 (best), 0, low: patience 2 stops after epoch 4
-    scripted = [["the cat", "a dog"], list(references), ["x", "y"], ["the cat", "a dog"],
-                list(references)]
     calls, weights = [], []
 
     def translate(sources, method, batch_size, **search):
         calls.append((list(sources), method, batch_size, search))
-        return scripted[len(calls) - 1]
+        return SCRIPTED_DEV[len(calls) - 1]
 
     class EpochWeights(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             weights.append(self.model.get_weights())
 
     model.translate = translate
+    return model, x, y, calls, weights, EpochWeights()
+
+
+def test_dev_bleu_early_stopping_logs_stops_and_restores_the_best_weights(capsys):
+    model, x, y, calls, weights, epoch_weights = _scripted_dev_model()
+    references = DEV_REFERENCES
     stopper = DevBleuEarlyStopping(["s1", "s2"], references, patience=2, batch_size=7,
                                    max_length=9)
     history = model.fit(x, y, epochs=10, batch_size=8, verbose=0,
-                        callbacks=[EpochWeights(), stopper])
+                        callbacks=[epoch_weights, stopper])
     assert history.epoch == [0, 1, 2, 3]
     assert history.history["dev_bleu"][1] == pytest.approx(100.0)
     assert history.history["dev_bleu"][2] == pytest.approx(0.0)
@@ -197,29 +208,16 @@ def test_dev_bleu_early_stopping_resumed_stops_and_restores_as_an_uninterrupted_
     """Epochs 1-2 in one fit, the rest in a resumed one (initial_epoch=2): the
     scores of the same script as above stop it after epoch 4 again, and the
     weights put back are those of epoch 2, which only the first fit saw."""
-    model, x, y = _regression()
-    references = ["the cat sat on the mat today", "a dog ran in the park"]
-    scripted = [["the cat", "a dog"], list(references), ["x", "y"], ["the cat", "a dog"],
-                list(references)]
-    calls, weights = [], []
-
-    def translate(sources, method, batch_size, **search):
-        calls.append(method)
-        return scripted[len(calls) - 1]
-
-    class EpochWeights(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            weights.append(self.model.get_weights())
-
-    model.translate = translate
+    model, x, y, _, weights, epoch_weights = _scripted_dev_model()
+    references = DEV_REFERENCES
     first = DevBleuEarlyStopping(["s1", "s2"], references, patience=2, verbose=0)
     scores = model.fit(x, y, epochs=2, batch_size=8, verbose=0,
-                       callbacks=[EpochWeights(), first]).history["dev_bleu"]
+                       callbacks=[epoch_weights, first]).history["dev_bleu"]
     model.set_weights(weights[1])  # what a checkpoint of epoch 2 holds
     stopper = DevBleuEarlyStopping(["s1", "s2"], references, patience=2, verbose=0)
     stopper.resume(scores, best_weights=weights[1])
     history = model.fit(x, y, epochs=10, initial_epoch=2, batch_size=8, verbose=0,
-                        callbacks=[EpochWeights(), stopper])
+                        callbacks=[epoch_weights, stopper])
     assert history.epoch == [2, 3]  # stopped after epoch 4, as without the break
     assert stopper.best == pytest.approx(100.0) and stopper.best_epoch == 2
     for restored, best in zip(model.get_weights(), weights[1], strict=True):
