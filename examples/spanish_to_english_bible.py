@@ -253,10 +253,16 @@ def training_arguments(args):
     return {key: getattr(args, key) for key in TRAINING_ARGUMENTS}
 
 
+def best_epoch(scores):
+    """The epoch (from 1) of the highest dev BLEU in `scores`, the first of a
+    tie as `DevBleuEarlyStopping` keeps it; None without scores."""
+    return int(np.argmax(scores)) + 1 if len(scores) else None
+
+
 def resume_point(directory, args):
     """What `--resume` goes on from in `directory`: None on a fresh start, else
     (the newest epoch checkpoint, its epoch number, the history of the epochs
-    up to it, the path of the best epoch's checkpoint). Refuses, with the
+    up to it, the best epoch, the path of its checkpoint). Refuses, with the
     reason, what it cannot resume exactly: checkpoints without `--resume`, a
     history with fewer rows than the checkpoint's epochs, a best epoch whose
     checkpoint was not kept."""
@@ -291,12 +297,12 @@ def resume_point(directory, args):
                          f"newest checkpoint ({os.path.basename(newest)}) is of epoch {epochs}: "
                          "the early stopping and the learning curves of the earlier epochs "
                          "cannot be rebuilt")
-    best_epoch = int(np.argmax(history["dev_bleu"])) + 1  # the first of a tie, as DevBleu keeps
-    best = os.path.join(directory, "checkpoints", CHECKPOINT_NAME.format(epoch=best_epoch))
-    if not os.path.exists(best):
-        raise SystemExit(f"--resume: the best epoch ({best_epoch}) has no checkpoint left in "
+    best = best_epoch(history["dev_bleu"])
+    best_path = os.path.join(directory, "checkpoints", CHECKPOINT_NAME.format(epoch=best))
+    if not os.path.exists(best_path):
+        raise SystemExit(f"--resume: the best epoch ({best}) has no checkpoint left in "
                          f"{directory}/checkpoints (--keep-checkpoints must exceed --patience)")
-    return newest, epochs, history, best
+    return newest, epochs, history, best, best_path
 
 
 def train(name, args, data, tokenizers, dev_pairs):
@@ -323,12 +329,11 @@ def train(name, args, data, tokenizers, dev_pairs):
                                     patience=args.patience, **search_settings(args))
     initial_epoch, minutes_done, stopped_early, best_weights = 0, 0.0, False, None
     if resumed is not None:
-        newest, initial_epoch, earlier, best = resumed
+        newest, initial_epoch, earlier, best, best_path = resumed
         model.optimizer.build(model.trainable_variables)  # its state loads with the weights
-        model.load_weights(best)
+        model.load_weights(best_path)
         best_weights = model.get_weights()
-        waited = initial_epoch - (int(np.argmax(earlier["dev_bleu"])) + 1)
-        stopped_early = waited >= args.patience  # the interrupted run had ended
+        stopped_early = initial_epoch - best >= args.patience  # the interrupted run had ended
         if not stopped_early:
             dev_bleu.resume(earlier["dev_bleu"], best_weights=best_weights)
         model.load_weights(newest)
@@ -398,7 +403,7 @@ def train(name, args, data, tokenizers, dev_pairs):
         "parameters": int(model.count_params()),
         # a killed fit's seconds are not known: the sum of the fits that ended
         "train_seconds": round(sum(part["train_seconds"] or 0 for part in segments), 1),
-        "best_epoch": int(np.argmax(scores)) + 1 if scores else None,
+        "best_epoch": best_epoch(scores),
         "steps": int(model.optimizer.iterations.numpy()),
         "batches_per_epoch": int(history["batches"][0]) if history.get("batches") else None,
         "time_limit_minutes": args.time_limit_minutes,
