@@ -1,0 +1,199 @@
+"""The guided model on the one-vocabulary Bible recipe: every figure that
+results.md and guided_alignment.md quote, recomputed from
+docs/artefacts/bible_es_en_shared_guided/ (test BLEU and chrF re-scored from
+the test translations with sacreBLEU; no TensorFlow)."""
+
+import csv
+import json
+
+import pytest
+
+from kerasseq.evaluation import corpus_bleu, corpus_chrf, count_repetitions
+from tests.test_docs import DOCS
+
+RUN = DOCS / "artefacts" / "bible_es_en_shared_guided"
+UNGUIDED = DOCS / "artefacts" / "bible_es_en_shared"
+EARLIER = DOCS / "artefacts" / "bible_es_en"
+HEAD = "transformer_guided (guided head: layer 1 head 0)"
+EFLOMAL = "eflomal grow-diag-final-and"
+MINUS = "\u2212"
+
+
+def flat(path):
+    return " ".join((DOCS / path).read_text(encoding="utf-8").split())
+
+
+def load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def guided():
+    return load(RUN / "results.json")["models"]["transformer_guided"]
+
+
+def unguided():
+    return load(UNGUIDED / "results.json")["models"]["transformer"]
+
+
+def alignments(split):
+    return load(RUN / f"alignments_{split}.json")
+
+
+def test_the_record_is_the_run_s():
+    run = guided()
+    history = load(RUN / "transformer_guided" / "history.json")
+    for key in ("steps", "parameters", "best_epoch", "max_steps"):
+        assert run[key] == history[key], key
+    batches = [int(count) for count in history["history"]["batches"]]
+    assert run["steps"] == sum(batches) == run["max_steps"]
+    assert batches[-1] < run["batches_per_epoch"] == batches[0]
+    page = flat("results.md")
+    assert (f"| optimizer steps | {unguided()['steps']:,} | {run['steps']:,} "
+            f"({len(batches) - 1} epochs and {batches[-1]} of {run['batches_per_epoch']} "
+            "batches) |") in page
+    # the command on the page is the one that made the record
+    assert f"--shared-vocabulary-size 8000 --max-steps {run['max_steps']} " in page
+    assert f"--max-steps {run['max_steps']}" in (RUN / "train_command.sh").read_text()
+    assert f"{len(batches) - 1 + batches[-1] / run['batches_per_epoch']:.1f} epochs" in page
+
+
+def test_test_scores_are_the_translations_rescored():
+    with open(RUN / "transformer_guided" / "test_translations.tsv", encoding="utf-8",
+              newline="") as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    run = guided()
+    assert len(rows) == load(RUN / "results.json")["test_pairs"] == 1576
+    references = [row["reference"] for row in rows]
+    for method in ("greedy", "beam"):
+        outputs = [row[method] for row in rows]
+        assert corpus_bleu(outputs, references) == pytest.approx(run[f"test_bleu_{method}"],
+                                                                 abs=1e-9)
+        assert corpus_chrf(outputs, references) == pytest.approx(run[f"test_chrf_{method}"],
+                                                                 abs=1e-9)
+        counts = count_repetitions(outputs)
+        assert counts["repeated_words"] == run["test_repetitions"][method]["repeated_words"]
+
+
+def test_the_comparison_table_and_the_goal():
+    run, base, page = guided(), unguided(), flat("results.md")
+    beam, base_beam = (record["dev_bleu_beam_by_length_penalty"] for record in (run, base))
+    rows = [
+        f"| dev BLEU greedy: best epoch / mean of the last 5 (kept) | "
+        f"{base['dev_bleu_greedy_best_epoch']:.2f} / {base['dev_bleu_greedy_averaged']:.2f} | "
+        f"{run['dev_bleu_greedy_best_epoch']:.2f} / {run['dev_bleu_greedy_averaged']:.2f} |",
+        f"| dev BLEU beam 4, length penalty 0 / 1.0 | {base_beam['0.0']:.2f} / "
+        f"{base_beam['1.0']:.2f} | {beam['0.0']:.2f} / {beam['1.0']:.2f} |",
+        f"| **test BLEU beam 4** (length penalty 1.0) | {base['test_bleu_beam']:.2f} | "
+        f"**{run['test_bleu_beam']:.2f}** |",
+        f"| test BLEU greedy | {base['test_bleu_greedy']:.2f} | {run['test_bleu_greedy']:.2f} |",
+        f"| test chrF beam 4 / greedy | {base['test_chrf_beam']:.2f} / "
+        f"{base['test_chrf_greedy']:.2f} | {run['test_chrf_beam']:.2f} / "
+        f"{run['test_chrf_greedy']:.2f} |",
+    ]
+    for row in rows:
+        assert row in page, row
+    # the goal: within 0.5 BLEU of the unguided run (here above it)
+    assert abs(run["test_bleu_beam"] - base["test_bleu_beam"]) <= 0.5
+    assert (f"Test BLEU {run['test_bleu_beam']:.2f} against {base['test_bleu_beam']:.2f} "
+            f"with beam search, {run['test_bleu_greedy']:.2f} against "
+            f"{base['test_bleu_greedy']:.2f} greedy") in page
+    # the same dev choices as the unguided run
+    for key in ("averaged", "length_penalty", "no_repeat_ngram_size"):
+        assert run[key] == base[key], key
+    assert run["averaged_epochs"] == [f"epoch_{epoch:03d}.keras" for epoch in range(8, 13)]
+    guarded = run["test_repetitions"]["beam_guarded"]["bleu"]
+    moved = f"{guarded - run['test_bleu_beam']:+.2f}".replace("-", MINUS)
+    assert (f"n-gram guard {run['no_repeat_ngram_size']} (which moves test BLEU by {moved} "
+            f"here: {guarded:.2f})") in page
+    guide = flat("guided_alignment.md")
+    assert (f"test BLEU **{run['test_bleu_beam']:.2f}** with beam search against the unguided "
+            f"run's {base['test_bleu_beam']:.2f}, {run['test_bleu_greedy']:.2f} against "
+            f"{base['test_bleu_greedy']:.2f} greedy") in guide
+
+
+def test_dev_bleu_after_each_epoch():
+    run = load(RUN / "transformer_guided" / "history.json")["history"]
+    base = load(UNGUIDED / "transformer" / "history.json")["history"]
+    guided_scores, base_scores = run["dev_bleu"], base["dev_bleu"]
+    pairs = ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(guided_scores[:-1], base_scores))
+    page = flat("results.md")
+    assert f"guided / unguided: {pairs}, and {guided_scores[-1]:.2f} after the cut" in page
+    assert (f"the unguided run had {base_scores[len(guided_scores) - 1]:.2f} after epoch "
+            f"{len(guided_scores)} and {base_scores[-1]:.2f} after its cut") in page
+    losses = run["alignment_loss"]
+    assert (f"{losses[-4]:.3f}, {losses[-3]:.3f}, {losses[-2]:.3f} and {losses[-1]:.3f} over "
+            f"the last four epochs (from {losses[0]:.3f} after the first)") in page
+    assert f"({losses[-2]:.3f} and {losses[-1]:.3f} over its last two epochs)" in flat(
+        "guided_alignment.md")
+
+
+def alignment_row(label, dev, scores):
+    return (f"| {label} | {dev} | {scores['precision']:.3f} | {scores['recall']:.3f} | "
+            f"{scores['f1']:.3f} | {scores['hit_rate']:.3f} | "
+            f"{scores['new_testament']['f1']:.3f} | {scores['hit_rate_one_to_one']:.3f} |")
+
+
+def test_alignment_table_is_the_runs_one():
+    dev, test = alignments("dev"), alignments("test")
+    assert (dev["split"], dev["verses"], test["split"], test["verses"]) == (
+        "dev", 1482, "test", 1576)
+    assert dev["verses_scored"] == dev["verses"] and test["verses_scored"] == test["verses"]
+    page = flat("results.md")
+    assert (f"on dev ({dev['verses']:,} verses, {dev['strong_links']:,} Strong's links) and on "
+            f"test ({test['verses']:,} verses, {test['strong_links']:,} links)") in page
+    labels = {
+        EFLOMAL: EFLOMAL,
+        HEAD: "guided Transformer, one vocabulary: its guided head (layer 1 head 0)",
+        "transformer_guided layer 1 (heads averaged)": "the same model, layer 1, heads averaged",
+        "transformer_guided (all layers and heads averaged)":
+            "the same model, all layers and heads averaged",
+    }
+    for key, label in labels.items():
+        row = alignment_row(label, f"{dev['scores'][key]['f1']:.3f}", test["scores"][key])
+        if key in (EFLOMAL, HEAD):
+            cells = row.split(" | ")
+            cells[4] = f"**{cells[4]}**"  # test F1 in bold
+            row = " | ".join(cells)
+        assert row in page, row
+    earlier = load(EARLIER / "alignments.json")["scores"][HEAD]
+    assert alignment_row("guided Transformer, two vocabularies: its guided head "
+                         "([above](#alignments))", "not measured", earlier) in page
+
+
+def test_the_reading_was_chosen_on_dev_and_the_gap():
+    dev, test = alignments("dev")["scores"], alignments("test")["scores"]
+    readings = {name: scores["f1"] for name, scores in dev.items()
+                if name.startswith("transformer_guided")}
+    assert max(readings, key=readings.get) in (HEAD, "transformer_guided layer 1 head 0")
+    assert readings[HEAD] == dev["transformer_guided layer 1 head 0"]["f1"]
+    head, eflomal = test[HEAD]["f1"], test[EFLOMAL]["f1"]
+    earlier = load(EARLIER / "alignments.json")["scores"][HEAD]["f1"]
+    assert head < eflomal  # the goal (F1 >= eflomal) is missed
+    gap, gain = f"{eflomal - head:.3f}", f"{head - earlier:.3f}"
+    page, guide = flat("results.md"), flat("guided_alignment.md")
+    assert f"**Alignments: the goal is missed by {gap} F1.**" in page
+    assert f"reaches {head:.3f} F1, still {gap} below eflomal" in page
+    assert f"moved the guided head from {earlier:.3f} to {head:.3f} F1 on test" in page
+    assert (f"(the guided head, {readings[HEAD]:.3f} F1 against "
+            f"{dev['transformer_guided layer 1 (heads averaged)']['f1']:.3f} for its layer's or "
+            "the whole model's averaged heads; eflomal "
+            f"{dev[EFLOMAL]['f1']:.3f})") in guide
+    assert f"{dev['transformer_guided (all layers and heads averaged)']['f1']:.3f}" == \
+        f"{dev['transformer_guided layer 1 (heads averaged)']['f1']:.3f}"
+    assert (f"the guided head scores **{head:.3f} F1** against eflomal's {eflomal:.3f} in the "
+            f"same run. More training and the better recipe added {gain} to the "
+            f"two-vocabulary model's {earlier:.3f}; the goal is still missed by {gap}") in guide
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_committed_tables_are_the_json(split):
+    """alignments_SPLIT_table.txt is the alignment run's alignments.md: each
+    row is its aligner's scores in alignments_SPLIT.json."""
+    scores = alignments(split)["scores"]
+    lines = (RUN / f"alignments_{split}_table.txt").read_text(encoding="utf-8").splitlines()
+    rows = [line.strip("|").split(" | ") for line in lines[2:]]
+    assert {row[0].strip() for row in rows} == set(scores)
+    for name, *cells in rows:
+        values = scores[name.strip()]
+        assert cells[2].strip() == f"{values['f1']:.3f}"
+        assert cells[4].strip() == f"{values['hit_rate']:.3f}"
