@@ -5,6 +5,7 @@ the test translations with sacreBLEU; no TensorFlow)."""
 
 import csv
 import json
+import re
 
 import pytest
 
@@ -221,3 +222,31 @@ def test_committed_tables_are_the_json(split):
         values = scores[name.strip()]
         assert cells[2].strip() == f"{values['f1']:.3f}"
         assert cells[4].strip() == f"{values['hit_rate']:.3f}"
+
+
+def test_translate_long_table_is_the_benchmark_output():
+    """benchmarks/README.md's trained-model XLA table and ratios, from the
+    script's saved output."""
+    lines = (RUN / "translate_long_xla.txt").read_text(encoding="utf-8").splitlines()
+    rows = {}
+    for line in lines:
+        if line.startswith("after,"):  # setting, method, 1st, 2nd, compile, shapes, ...
+            setting, rest = re.split(r"\s{2,}", line, maxsplit=1)
+            words = rest.split()
+            rows[setting, words[0]] = [float(value) for value in words[1:4]] + [int(words[4])]
+    assert len(rows) == 4 and all("0 translations differ" in line for line in lines
+                                  if line.startswith("after, XLA"))
+    readme = " ".join((DOCS.parent / "benchmarks" / "README.md").read_text(
+        encoding="utf-8").split())
+    for (setting, method), (first, second, compiled, shapes) in rows.items():
+        label = setting + (" (today's CPU default)" if "no XLA" in setting else "")
+        name = "beam 4" if method == "beam" else method
+        compiled = f"{compiled:.1f}".replace("-", MINUS)
+        assert (f"| {label} | {name} | {first:.1f} | {second:.1f} | {compiled} | {shapes} |"
+                in readme)
+    plain, xla = rows["after, no XLA", "beam"], rows["after, XLA", "beam"]
+    assert (f"XLA still took {xla[0] / plain[0]:.2f} of the first pass "
+            f"({plain[0] / xla[0]:.2f}×) and {xla[1] / plain[1]:.2f} of the second") in readme
+    plain, xla = rows["after, no XLA", "greedy"], rows["after, XLA", "greedy"]
+    assert (f"greedy broke even on the first pass ({plain[0] / xla[0]:.2f}×) and took "
+            f"{xla[1] / plain[1]:.2f} of the second") in readme
