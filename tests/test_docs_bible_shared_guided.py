@@ -11,6 +11,8 @@ import pytest
 
 from kerasseq.evaluation import corpus_bleu, corpus_chrf, count_repetitions
 from tests.test_docs import DOCS
+from tests.test_docs_bible_figures import alignment_table
+from tests.test_docs_bible_shared import flat
 
 RUN = DOCS / "artefacts" / "bible_es_en_shared_guided"
 UNGUIDED = DOCS / "artefacts" / "bible_es_en_shared"
@@ -18,10 +20,6 @@ EARLIER = DOCS / "artefacts" / "bible_es_en"
 HEAD = "transformer_guided (guided head: layer 1 head 0)"
 EFLOMAL = "eflomal grow-diag-final-and"
 MINUS = "\u2212"
-
-
-def flat(path):
-    return " ".join((DOCS / path).read_text(encoding="utf-8").split())
 
 
 def load(path):
@@ -218,13 +216,11 @@ def test_committed_tables_are_the_json(split):
     """alignments_SPLIT_table.txt is the alignment run's alignments.md: each
     row is its aligner's scores in alignments_SPLIT.json."""
     scores = alignments(split)["scores"]
-    lines = (RUN / f"alignments_{split}_table.txt").read_text(encoding="utf-8").splitlines()
-    rows = [line.strip("|").split(" | ") for line in lines[2:]]
-    assert {row[0].strip() for row in rows} == set(scores)
-    for name, *cells in rows:
-        values = scores[name.strip()]
-        assert cells[2].strip() == f"{values['f1']:.3f}"
-        assert cells[4].strip() == f"{values['hit_rate']:.3f}"
+    rows = alignment_table(RUN / f"alignments_{split}_table.txt")
+    assert set(rows) == set(scores)
+    for name, cells in rows.items():
+        assert cells[2] == f"{scores[name]['f1']:.3f}"
+        assert cells[4] == f"{scores[name]['hit_rate']:.3f}"
 
 
 def test_translate_long_table_is_the_benchmark_output():
