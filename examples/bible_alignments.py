@@ -19,7 +19,8 @@ number), beside two other aligners on the same verses:
 
 - `eflomal` (PyPI `eflomal`, a Bayesian IBM-model aligner), trained without
   supervision on the lower-cased words of every verse pair (all splits, as
-  aligners are used), both directions and their grow-diag-final-and;
+  aligners are used), both directions and their grow-diag-final-and,
+  intersection and union;
 - a diagonal baseline: English word j of n_t to Spanish word
   round((j + 0.5) n_s / n_t - 0.5) of n_s.
 
@@ -28,7 +29,13 @@ Strong's link; the hit rate (the share of Strong's-linked English words
 whose linked Spanish word(s) include a Strong's one); the same hit rate on
 the New Testament, and on one-to-one links only (an English word with one
 Strong's link to a Spanish word that has no other). For the Transformer
-every decoder layer and head is scored, and their averages.
+every decoder layer and head is scored, and their averages. A model's own
+reading (its one attention; for a Transformer the average of every layer
+and head, and a guided model's guided head) is also read the other way
+(`[source]`: each Spanish word to the English word that attended to it
+most) and both ways combined (`[intersection]`, `[union]`,
+`[grow-diag-final-and]`), as eflomal's two directions are; which reading
+to report is chosen on dev (`--split dev`), never on test.
 
 Writes only under OUTPUT_DIR (and `--figures-dir` when given):
 alignments.json (every score, each model's best aligner and its distance to
@@ -57,6 +64,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from kerasseq.alignment import (  # noqa: E402
+    LINK_METHODS,
     align_texts,
     alignment_scores,
     diagonal_links,
@@ -94,7 +102,8 @@ def score(predicted, pairs):
 
 
 def eflomal_links(all_pairs, wanted):
-    """eflomal's forward, reverse and grow-diag-final-and links of the `wanted` pairs.
+    """eflomal's links of the `wanted` pairs: forward, reverse, and the two combined
+    (grow-diag-final-and, intersection, union).
 
     Trained on every pair's lower-cased words (no supervision).
     """
@@ -114,8 +123,9 @@ def eflomal_links(all_pairs, wanted):
                                for line in handle.read().splitlines()]
     result = {name: [lines[name][index[pair.verse_id]] for pair in wanted]
               for name in ("forward", "reverse")}
-    result["grow-diag-final-and"] = [symmetrize(f, r) for f, r in
-                                     zip(result["forward"], result["reverse"], strict=True)]
+    for method in ("grow-diag-final-and", "intersection", "union"):
+        result[method] = [symmetrize(f, r, method) for f, r in
+                          zip(result["forward"], result["reverse"], strict=True)]
     return result
 
 
@@ -131,25 +141,41 @@ def same_words(model, pairs):
     return kept
 
 
+def read_both_ways(label, matrices):
+    """`{aligner name: links per pair}` of one attention reading, read every way
+    `links_from_weights` reads a matrix: `label` itself by target word (each
+    English word to its most attended Spanish word), `label [source]` by source
+    word, and `label [METHOD]` the two combined (intersection, union,
+    grow-diag-final-and), as eflomal's two directions are."""
+    return {(label if method == "target" else f"{label} [{method}]"):
+            [links_from_weights(matrix, method) for matrix in matrices]
+            for method in LINK_METHODS}
+
+
 def attention_aligners(name, model, pairs):
-    """`{aligner name: links per pair}` of one model: averages and every layer/head."""
+    """`{aligner name: links per pair}` of one model: averages and every layer/head.
+
+    The model's own reading (its one attention, the average of every layer
+    and head, and a guided model's guided head) is read both ways
+    (`read_both_ways`); each layer and head by target word only.
+    """
     results = align_texts(model, [p.source for p in pairs], [p.target for p in pairs],
                           heads=True, batch_size=32)
     heads = [result["head_weights"] for result in results]  # (layers, heads, T, S) each
     num_layers, num_heads = heads[0].shape[:2]
     aligners = {}
     if num_layers * num_heads == 1:
-        aligners[name] = [links_from_weights(h[0, 0]) for h in heads]
+        aligners.update(read_both_ways(name, [h[0, 0] for h in heads]))
         return aligners, heads
-    aligners[f"{name} (all layers and heads averaged)"] = [
-        links_from_weights(h.mean(axis=(0, 1))) for h in heads]
+    aligners.update(read_both_ways(f"{name} (all layers and heads averaged)",
+                                   [h.mean(axis=(0, 1)) for h in heads]))
     aligners[f"{name} (last layer, heads averaged)"] = [
         links_from_weights(h[-1].mean(axis=0)) for h in heads]
     guided = getattr(model, "guided_head", None)
     if guided is not None:  # what the translator returns by default for this model
         layer, head = guided
-        aligners[f"{name} (guided head: layer {layer} head {head})"] = [
-            links_from_weights(h[layer, head]) for h in heads]
+        aligners.update(read_both_ways(f"{name} (guided head: layer {layer} head {head})",
+                                       [h[layer, head] for h in heads]))
     for layer in range(num_layers):
         aligners[f"{name} layer {layer} (heads averaged)"] = [
             links_from_weights(h[layer].mean(axis=0)) for h in heads]
@@ -233,10 +259,12 @@ def _draw_links(ax, pair, weights, labels=(True, True)):
 
 
 def best_aligners(scores, models):
-    """Per model: its best aligner by F1 against all Strong's links, and the gap
-    to eflomal's grow-diag-final-and."""
+    """Per model: its best aligner by F1 against all Strong's links, its gap to
+    eflomal's grow-diag-final-and, and to eflomal's best reading."""
     best = {}
     reference = scores.get("eflomal grow-diag-final-and")
+    eflomal = [aligner for aligner in scores if aligner.startswith("eflomal ")]
+    best_eflomal = max(eflomal, key=lambda aligner: scores[aligner]["f1"], default=None)
     for name in models:
         own = [aligner for aligner in scores if aligner == name
                or aligner.startswith(f"{name} ")]
@@ -246,6 +274,9 @@ def best_aligners(scores, models):
         best[name] = {"aligner": top, "f1": scores[top]["f1"], "aer": scores[top]["aer"]}
         if reference is not None:
             best[name]["f1_below_eflomal"] = reference["f1"] - scores[top]["f1"]
+        if best_eflomal is not None:
+            best[name]["best_eflomal"] = best_eflomal
+            best[name]["f1_below_best_eflomal"] = scores[best_eflomal]["f1"] - scores[top]["f1"]
     return best
 
 

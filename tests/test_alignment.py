@@ -45,6 +45,56 @@ def test_word_starts_and_merge_pieces_by_hand():
     np.testing.assert_allclose(merged.sum(axis=1), 1.0)
 
 
+def test_links_from_weights_both_directions_by_hand():
+    # 3 target words (rows) x 4 source words (columns)
+    weights = [[0.70, 0.10, 0.10, 0.10],
+               [0.05, 0.40, 0.50, 0.05],
+               [0.05, 0.45, 0.10, 0.40]]
+    # rows: target 0 -> source 0, target 1 -> source 2, target 2 -> source 1
+    assert links_from_weights(weights) == [(0, 0), (2, 1), (1, 2)]
+    assert links_from_weights(weights, "target") == links_from_weights(weights)
+    # columns: source 0 -> target 0 (0.70), 1 -> 2 (0.45), 2 -> 1 (0.50), 3 -> 2 (0.40)
+    assert links_from_weights(weights, "source") == [(0, 0), (1, 2), (2, 1), (3, 2)]
+    assert links_from_weights(weights, "intersection") == [(0, 0), (1, 2), (2, 1)]
+    assert links_from_weights(weights, "union") == [(0, 0), (1, 2), (2, 1), (3, 2)]
+    # grow-diag-final-and: from the intersection, (3, 2) of the union is a
+    # diagonal neighbour of (2, 1) and source word 3 has no link yet: it joins
+    assert links_from_weights(weights, "grow-diag-final-and") == [
+        (0, 0), (1, 2), (2, 1), (3, 2)]
+    # without the 4th column's pull, the two directions agree
+    assert links_from_weights(np.asarray(weights)[:, :3], "grow-diag-final-and") == [
+        (0, 0), (1, 2), (2, 1)]
+    for method in ("intersection", "union", "grow-diag-final-and"):
+        assert links_from_weights(weights, method) == symmetrize(
+            links_from_weights(weights, "target"), links_from_weights(weights, "source"),
+            method)
+    assert links_from_weights(np.zeros((0, 3)), "union") == []
+    with pytest.raises(ValueError, match="method must be one of"):
+        links_from_weights(weights, "rows")
+    with pytest.raises(ValueError, match=r"\(target_words, source_words\) matrix"):
+        links_from_weights([0.2, 0.8])
+
+
+def test_links_from_weights_brute_force():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        rows, columns = rng.integers(1, 7, size=2)
+        weights = rng.random((rows, columns))
+        weights /= weights.sum(axis=1, keepdims=True)
+        # each word's largest weight; a tie goes to the first word (a single
+        # source column ties every row at 1.0)
+        target = {(min(i for i in range(columns) if weights[j, i] == max(weights[j])), j)
+                  for j in range(rows)}
+        source = {(i, min(j for j in range(rows) if weights[j, i] == max(weights[:, i])))
+                  for i in range(columns)}
+        assert set(links_from_weights(weights)) == target
+        assert set(links_from_weights(weights, "source")) == source
+        assert set(links_from_weights(weights, "intersection")) == target & source
+        assert set(links_from_weights(weights, "union")) == target | source
+        both = set(links_from_weights(weights, "grow-diag-final-and"))
+        assert target & source <= both <= target | source
+
+
 def test_scores_by_hand():
     predicted = [[(0, 0), (1, 1), (2, 1)]]
     sure, possible = [[(0, 0), (1, 1)]], [[(2, 2)]]

@@ -316,8 +316,21 @@ def test_bible_alignments_smoke(tmp_path):
     results = module.main(["--smoke", "--output-dir", str(tmp_path)])
     scores = results["scores"]
     assert results["verses_scored"] > 0
-    assert {"diagonal", "eflomal reverse", "eflomal grow-diag-final-and",
-            "transformer layer 1 head 0", "transformer (last layer, heads averaged)"} <= set(scores)
+    assert {"diagonal", "eflomal reverse", "eflomal grow-diag-final-and", "eflomal union",
+            "eflomal intersection", "transformer layer 1 head 0",
+            "transformer (last layer, heads averaged)"} <= set(scores)
+    # the average of every head read both ways; each single head by target word only
+    average = "transformer (all layers and heads averaged)"
+    assert {f"{average} [{method}]" for method in
+            ("source", "intersection", "union", "grow-diag-final-and")} <= set(scores)
+    assert "transformer layer 1 head 0 [source]" not in scores
+    # an intersection's links are the two directions' common links: never more
+    assert (scores[f"{average} [intersection]"]["predicted"]
+            <= min(scores[average]["predicted"], scores[f"{average} [source]"]["predicted"])
+            <= scores[f"{average} [union]"]["predicted"])
+    assert (scores["eflomal intersection"]["predicted"] <= scores["eflomal forward"]["predicted"]
+            <= scores["eflomal union"]["predicted"])
+    assert results["best"]["transformer"]["best_eflomal"].startswith("eflomal ")
     for values in scores.values():
         assert 0.0 <= values["aer"] <= 1.0 and 0.0 <= values["hit_rate"] <= 1.0
     # eflomal learns something even from 324 verses; the diagonal is a weak baseline
@@ -356,7 +369,9 @@ def test_guided_transformer_smoke(tmp_path):
     aligned = load_example("bible_alignments").main([
         "--no-eflomal", "--max-verses", "12", "--output-dir", str(tmp_path / "aligned"),
         "--model", f"transformer_guided={tmp_path / 'transformer_guided' / 'model.keras'}"])
-    assert "transformer_guided (guided head: layer 0 head 0)" in aligned["scores"]
+    assert {"transformer_guided (guided head: layer 0 head 0)",
+            "transformer_guided (guided head: layer 0 head 0) [grow-diag-final-and]"} <= set(
+        aligned["scores"])
 
 
 def test_missing_modules_exit_cleanly(tmp_path, capsys, monkeypatch):

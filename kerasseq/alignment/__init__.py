@@ -3,6 +3,7 @@
 from kerasseq.alignment.merge import (
     ALIGNMENT_HEAD,
     ALIGNMENT_LAYER,
+    LINK_METHODS,
     align_ids,
     align_texts,
     attention_heads,
@@ -21,8 +22,8 @@ from kerasseq.alignment.scores import (
 )
 
 __all__ = [
-    "ALIGNMENT_HEAD", "ALIGNMENT_LAYER", "align_ids", "align_texts", "alignment_scores",
-    "attention_heads", "default_alignment_head", "diagonal_links", "from_pharaoh",
+    "ALIGNMENT_HEAD", "ALIGNMENT_LAYER", "LINK_METHODS", "align_ids", "align_texts",
+    "alignment_scores", "attention_heads", "default_alignment_head", "diagonal_links", "from_pharaoh",
     "links_from_weights", "reference_alignments", "symmetrize", "target_word_hit_rate",
     "to_pharaoh", "word_starts",
 ]

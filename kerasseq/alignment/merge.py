@@ -43,6 +43,7 @@ attention is scored against gold links (`alignment_scores`).
 import numpy as np
 import tensorflow as tf
 
+from kerasseq.alignment.scores import symmetrize
 from kerasseq.data.tokenizer import PAD_ID, START_ID
 from kerasseq.data.wordpiece_tokenizer import SUFFIX_INDICATOR
 from kerasseq.decoding import contract
@@ -162,19 +163,52 @@ def merge_pieces(weights, source_starts, target_starts):
     return merged.numpy()[0, :int(target_words[0]), :int(source_words[0])].astype(np.float64)
 
 
-def links_from_weights(word_weights):
-    """`(source_word, target_word)` links: each target word to its most attended source word.
+LINK_METHODS = ("target", "source", "intersection", "union", "grow-diag-final-and")
+
+
+def links_from_weights(word_weights, method="target"):
+    """`(source_word, target_word)` links read from a word attention matrix.
+
+    The matrix can be read in two directions, as a statistical aligner is
+    run in two (eflomal's forward and reverse):
+
+    - `"target"` (the default): each target word j is linked to the source
+      word it attended to most, `argmax_i W[j, i]` (one link per target word);
+    - `"source"`: each source word i is linked to the target word that
+      attended to it most, `argmax_j W[j, i]` (one link per source word);
+    - `"intersection"`, `"union"`, `"grow-diag-final-and"`: the two
+      directions combined by `symmetrize` (Koehn et al. 2003), as
+      statistical aligners' two directions are.
+
+    A tie goes to the first word (NumPy's `argmax`).
 
     Args:
         word_weights: `(target_words, source_words)`.
+        method: one of `LINK_METHODS`.
 
     Returns:
-        A list of `(i, j)` int pairs sorted by target word then source word.
+        A list of `(i, j)` int pairs sorted by target word then source word
+        (`"target"`), by source word (`"source"`), or sorted as tuples (the
+        symmetrised ones).
+
+    Raises:
+        ValueError: an unknown `method`, or `word_weights` not 2-D.
     """
+    if method not in LINK_METHODS:
+        raise ValueError(f"method must be one of {LINK_METHODS}. Received: method={method!r}")
     word_weights = np.asarray(word_weights)
+    if word_weights.ndim != 2:
+        raise ValueError("word_weights must be a (target_words, source_words) matrix. "
+                         f"Received shape {word_weights.shape}.")
     if word_weights.size == 0:
         return []
-    return [(int(i), j) for j, i in enumerate(np.argmax(word_weights, axis=1))]
+    by_target = [(int(i), j) for j, i in enumerate(np.argmax(word_weights, axis=1))]
+    if method == "target":
+        return by_target
+    by_source = [(i, int(j)) for i, j in enumerate(np.argmax(word_weights, axis=0))]
+    if method == "source":
+        return by_source
+    return symmetrize(by_target, by_source, method)
 
 
 def _check_index_or_mean(name, value, size):
