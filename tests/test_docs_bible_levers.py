@@ -1,0 +1,112 @@
+"""Toward 36 BLEU (issue 53 item 1): the recipe levers tried on dev. Every figure
+results.md quotes is recomputed from docs/artefacts/bible_es_en_shared_levers/
+(the short runs' histories, the checkpoint-averaging scores) and the 33.72
+run's results.json. No TensorFlow."""
+
+import csv
+import json
+import re
+
+from tests.test_docs import DOCS
+from tests.test_docs_bible_shared import flat
+
+LEVERS = DOCS / "artefacts" / "bible_es_en_shared_levers"
+BASE = DOCS / "artefacts" / "bible_es_en_shared" / "results.json"
+GUIDED = DOCS / "artefacts" / "bible_es_en_shared_guided" / "results.json"
+RUNS = ("dff1024", "lrscale2")
+
+
+def history(name):
+    with open(LEVERS / f"{name}_history.csv", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def base_history():
+    return json.loads(BASE.read_text(encoding="utf-8"))["models"]["transformer"]["history"]
+
+
+def section():
+    page = flat("results.md")
+    start = page.index("### Toward 36 BLEU: recipe levers on dev")
+    return page[start:page.index("### ", start + 4)]
+
+
+def test_epoch_table_is_the_histories():
+    """Each row: the epoch (its steps), then dev BLEU and dev loss of the 33.72 run and
+    of each lever's run at that epoch, from the histories."""
+    base, runs = base_history(), {name: history(name) for name in RUNS}
+    text = section()
+    rows = [line for line in re.findall(r"\| \d+ \([\d,]+\) \|[^|]*(?:\|[^|]*){5}\|", text)]
+    assert len(rows) == max(len(run) for run in runs.values()) >= 4
+    for epoch, row in enumerate(rows):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[0] == f"{epoch + 1} ({(epoch + 1) * 441:,})"
+        assert cells[1:3] == [f"{base['dev_bleu'][epoch]:.2f}", f"{base['val_loss'][epoch]:.3f}"]
+        for position, name in enumerate(RUNS):
+            run = runs[name]
+            expected = ([f"{float(run[epoch]['dev_bleu']):.2f}",
+                         f"{float(run[epoch]['val_loss']):.3f}"] if epoch < len(run) else ["", ""])
+            assert cells[3 + 2 * position:5 + 2 * position] == expected, (epoch, name)
+        # every epoch of a run is a full one (441 batches)
+        for name in RUNS:
+            if epoch < len(runs[name]):
+                assert int(runs[name][epoch]["batches"]) == 441
+
+
+def test_commands_are_the_runs():
+    """The recorded commands give each lever its step budget and read no test split."""
+    dff = (LEVERS / "dff1024_run.sh").read_text(encoding="utf-8")
+    rate = (LEVERS / "lrscale2_run.sh").read_text(encoding="utf-8")
+    assert "--dff 1024 --max-steps 4766" in dff and "--phase train" in dff
+    assert "--lr-scale 2 --max-steps 5394" in rate and "--phase train" in rate
+    base = json.loads(BASE.read_text(encoding="utf-8"))["models"]["transformer"]
+    # the step-time ratio of bible_recipe_sweep.py (its unrounded medians)
+    assert base["steps"] == 5394 and round(5394 / 4766, 2) == 1.13
+    text = section()
+    assert "`--max-steps 4766`" in text and "`--max-steps 5394`" in text
+
+
+def test_averaging_figures():
+    scores = {int(k): v for k, v in json.loads(
+        (LEVERS / "averaged_checkpoints_dev.json").read_text(encoding="utf-8")).items()}
+    guided = json.loads(GUIDED.read_text(encoding="utf-8"))["models"]["transformer_guided"]
+    assert len(guided["averaged_epochs"]) == 5 and guided["best_epoch"] == 12
+    scores[1], scores[5] = guided["dev_bleu_greedy_best_epoch"], guided["dev_bleu_greedy_averaged"]
+    quoted = ", ".join(f"{k}: {scores[k]:.2f}" for k in range(1, 6))
+    text = section()
+    assert f"({quoted})" in text
+    spread = max(scores[k] for k in range(2, 6)) - min(scores[k] for k in range(2, 6))
+    assert f"{spread:.2f} BLEU between the best and the worst of 2 to 5" in text
+
+
+def test_the_levers_prose():
+    base, dff, rate = base_history(), history("dff1024"), history("lrscale2")
+    text = section()
+    log = (LEVERS / "dff1024_train.log").read_text(encoding="utf-8")
+    wide = int(re.search(r"transformer: ([\d,]+) parameters", log)[1].replace(",", ""))
+    parameters = json.loads(BASE.read_text(encoding="utf-8"))["models"]["transformer"][
+        "parameters"]
+    assert f"({wide / 1e6:.1f} M parameters against {parameters / 1e6:.1f} M)" in text
+    assert f"with {100 * (1 - 4766 / 5394):.0f} % fewer steps in the budget" in text
+    four = dff[3]
+    assert (f"after four epochs its loss is the base run's (training {float(four['loss']):.3f} "
+            f"against {base['loss'][3]:.3f}, dev {float(four['val_loss']):.3f} against "
+            f"{base['val_loss'][3]:.3f}), its greedy dev BLEU "
+            f"{base['dev_bleu'][3] - float(four['dev_bleu']):.1f} lower "
+            f"({float(four['dev_bleu']):.2f} against {base['dev_bleu'][3]:.2f})") in text
+    bleu = [float(row["dev_bleu"]) for row in rate]
+    assert (f"faster in the first epoch (dev BLEU {bleu[0]:.2f} against "
+            f"{base['dev_bleu'][0]:.2f})") in text
+    later = ", ".join(f"{bleu[e]:.2f} against {base['dev_bleu'][e]:.2f} after epoch {e + 1}"
+                      for e in range(1, len(bleu)))
+    assert f"({later})" in text
+    assert all(bleu[e] < base["dev_bleu"][e] for e in range(1, len(bleu)))
+    assert bleu[0] > base["dev_bleu"][0]
+
+
+def test_summary_row():
+    base, dff, rate = base_history(), history("dff1024"), history("lrscale2")
+    row = (f"no lever ahead of the 33.72 run's dev BLEU at the same epoch "
+           f"({float(dff[3]['dev_bleu']):.2f} and {float(rate[3]['dev_bleu']):.2f} against "
+           f"{base['dev_bleu'][3]:.2f} after epoch 4)")
+    assert row in flat("results.md")
