@@ -10,7 +10,7 @@ examples/spanish_to_english_bible.py (`runs/bible/transformer`): there the
 model its evaluate phase scored, `averaged.keras` when it wrote one (the
 average of the last checkpoints won on dev), else `model.keras`.
 
-For every test verse (`kerasseq.data.load_bible_pairs`, split "test") the
+For every verse of `--split` (`kerasseq.data.load_bible_pairs`; "test" by default) the
 models read the reference translation with teacher forcing
 (`kerasseq.alignment.align_texts`): each English word is linked to the
 Spanish word it attends to most. The links are scored against the verse's
@@ -34,8 +34,9 @@ reading (its one attention; for a Transformer the average of every layer
 and head, and a guided model's guided head) is also read the other way
 (`[source]`: each Spanish word to the English word that attended to it
 most) and both ways combined (`[intersection]`, `[union]`,
-`[grow-diag-final-and]`), as eflomal's two directions are; which reading
-to report is chosen on dev (`--split dev`), never on test.
+`[grow-diag-final-and]`), as eflomal's two directions are. `best` in
+alignments.json names the best reading of the split the script read: to
+choose a reading without looking at test, read `--split dev` first.
 
 Writes only under OUTPUT_DIR (and `--figures-dir` when given):
 alignments.json (every score, each model's best aligner and its distance to

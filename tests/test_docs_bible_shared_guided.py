@@ -281,14 +281,17 @@ def test_readings_figures_on_the_pages():
             f"{f(dev[reading.format('union')]['f1'])}, intersection "
             f"{f(dev[reading.format('intersection')]['f1'])}), and on test **{f(both['f1'])}** "
             f"against eflomal's {f(eflomal)} in the same run ({f(union)} for eflomal's union): "
-            f"half the gap closed, the goal still missed by {gap}") in guide
+            f"two-fifths of the gap closed, the goal still missed by {gap}") in guide
     assert (f"| F1 **{f(both['f1'])}** (test); eflomal {f(eflomal)} (grow-diag-final-and), "
             f"{f(union)} (union) in the same run | F1 ≥ eflomal's | missed by {gap} F1 |") in page
     assert f"and {f(both['f1'])} read both ways, {gap} below" in page
     assert f"{f(both['f1'])} against {f(eflomal)} with the head read both ways)" in readme
-    # "closes half of the gap": the gain is about half of the target-word reading's gap
-    assert 0.4 < (both["f1"] - head["f1"]) / (alignments("test")["scores"][EFLOMAL]["f1"]
-                                              - head["f1"]) < 0.6
+    # "more than two-fifths of the gap (0.018 of 0.041 in this run)": the gain against
+    # the target-word reading's gap to eflomal in the same run
+    same_run_gap = eflomal - head["f1"]
+    assert (f"closes more than two-fifths of the gap ({f(both['f1'] - head['f1'])} of "
+            f"{f(same_run_gap)} in this run)") in page
+    assert 0.4 < (both["f1"] - head["f1"]) / same_run_gap < 0.5
 
 
 def test_weight_half_epoch8_figures():
