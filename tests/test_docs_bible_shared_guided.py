@@ -319,9 +319,9 @@ def test_committed_tables_are_the_json(split, name):
     scores = load(RUN / f"{name.format(split)}.json")["scores"]
     rows = alignment_table(RUN / f"{name.format(split)}_table.txt")
     assert set(rows) == set(scores)
-    for name, cells in rows.items():
-        assert cells[2] == f"{scores[name]['f1']:.3f}"
-        assert cells[4] == f"{scores[name]['hit_rate']:.3f}"
+    for aligner, cells in rows.items():
+        assert cells[2] == f"{scores[aligner]['f1']:.3f}"
+        assert cells[4] == f"{scores[aligner]['hit_rate']:.3f}"
 
 
 def test_translate_long_table_is_the_benchmark_output():
