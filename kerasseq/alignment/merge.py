@@ -329,7 +329,8 @@ def _pad(rows, length=None):
     return array
 
 
-def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False, start_id=START_ID):
+def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False, start_id=START_ID,
+              aligner=None):
     """Word alignments of id sequences (teacher-forced attention, merged to words).
 
     Args:
@@ -343,6 +344,9 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
             guided head of a model trained with guided alignment, else the
             mean over every layer and head).
         heads: bool. Also return every layer's and head's word matrix.
+        aligner: optional `kerasseq.alignment.ShiftedAlignmentHead` trained
+            on `model`: its attention replaces the model's heads in
+            `"weights"` and `"links"` (`layer` and `head` are then not used).
 
     Returns:
         A list with, per pair, a dict: `"links"` (list of `(source_word,
@@ -362,8 +366,10 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
     target_ids = _pad(target_rows)
     # row t of the attention is the one that predicts target piece t, fed piece t - 1
     target_in = _pad([[start_id] + row[:-1] for row in target_rows], target_ids.shape[1])
-    all_heads = attention_heads(model, source_ids, target_in)
-    # (batch, layers, heads, target_length, source_length)
+    all_heads = None
+    if heads or aligner is None:
+        all_heads = attention_heads(model, source_ids, target_in)
+        # (batch, layers, heads, target_length, source_length)
     source_continuation = tf.constant(continuation_table(getattr(model, "source_tokenizer", None)))
     target_continuation = tf.constant(continuation_table(getattr(model, "target_tokenizer", None)))
 
@@ -372,8 +378,12 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
             weights, source_ids, target_ids, source_continuation, target_continuation)
         return merged.numpy(), source_words.numpy(), target_words.numpy()
 
-    layer, head = resolve_alignment_head(model, layer, head)
-    merged, source_words, target_words = merge(select_heads(all_heads, layer, head))
+    if aligner is not None:
+        merged, source_words, target_words = merge(
+            aligner.piece_attention(model, source_ids, target_ids))
+    else:
+        layer, head = resolve_alignment_head(model, layer, head)
+        merged, source_words, target_words = merge(select_heads(all_heads, layer, head))
     if heads:
         layers, num_heads = all_heads.shape[1:3]
         per_head = [[merge(all_heads[:, l_, h_])[0] for h_ in range(num_heads)]
@@ -391,7 +401,7 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
 
 
 def align_texts(model, sources, targets, layer=None, head=None, heads=False, batch_size=32,
-                max_source_length=None):
+                max_source_length=None, aligner=None):
     """Forced word alignments of text pairs: what the model attends to while reading `targets`.
 
     Sources follow the `Translator`'s one rule (`Translator.source_limit`,
@@ -406,7 +416,7 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
         model: an attention model built with `source_tokenizer` and
             `target_tokenizer`.
         sources, targets: lists of str of the same length.
-        layer, head, heads: see `align_ids`.
+        layer, head, heads, aligner: see `align_ids`.
         batch_size: int >= 1, pairs per teacher-forced pass.
         max_source_length: int >= 1 or `None`: source pieces kept per text,
             the `SearchConfig` setting of that name, checked as the
@@ -448,5 +458,5 @@ def align_texts(model, sources, targets, layer=None, head=None, heads=False, bat
         if callable(trim) and source_ids:
             trim(_pad(source_ids))  # raises for a source longer than the position table
         results.extend(align_ids(model, source_ids, target_ids, layer=layer, head=head,
-                                 heads=heads))
+                                 heads=heads, aligner=aligner))
     return results

@@ -376,6 +376,50 @@ class TransformerSeq2Seq(Seq2SeqModel):
         _, scores = self._teacher_forced(source_ids, target_in_ids, training=False)
         return ops.cast(scores[layer], "float32")
 
+    def alignment_features(self, source_ids, target_in_ids, layer=0):
+        """What decoder layer `layer`'s cross-attention reads in a teacher-forced pass.
+
+        The decoder runs up to that layer's cross-attention (inference mode,
+        no dropout) and stops: the query inputs are the self-attention
+        sublayer's output (after its LayerNorm when pre-norm), the keys the
+        encoder outputs. `kerasseq.alignment.ShiftedAlignmentHead` attends
+        with its own projections over them; with a head's projection weights
+        copied in, its attention is that head's (tested).
+
+        Args:
+            source_ids: int `(batch_size, source_length)`, 0 = padding.
+            target_in_ids: int `(batch_size, target_length)`, start token first.
+            layer: int index into the decoder blocks (negative counts from the end).
+
+        Returns:
+            `(queries, encoder_outputs, source_mask)`: `(batch_size,
+            target_length, d_model)`, `(batch_size, source_length, d_model)`
+            and bool `(batch_size, source_length)`.
+        """
+        num_layers = len(self.decoder_blocks)
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -num_layers <= layer < num_layers:
+            raise ValueError(f"layer must be an int in [{-num_layers}, {num_layers - 1}] (the "
+                             f"decoder has {num_layers} layers). Received: layer={layer!r}")
+        layer %= num_layers
+        source_ids = ops.cast(source_ids, "int32")
+        target_in_ids = ops.cast(target_in_ids, "int32")
+        source_mask = ops.not_equal(source_ids, 0)
+        target_mask = ops.not_equal(target_in_ids, 0)
+        encoder_outputs = _encoder_stack(self.source_embedding, self.source_dropout,
+                                         self.encoder_blocks, self.encoder_norm,
+                                         source_ids, source_mask, training=False)
+        x = self.target_embedding(target_in_ids)
+        for index, block in enumerate(self.decoder_blocks):
+            x = block.causal_self_attention(x, decoder_padding_mask=target_mask, training=False)
+            if index == layer:
+                cross = block.cross_attention
+                queries = cross.layer_norm(x) if cross.norm_first else x
+                return queries, encoder_outputs, source_mask
+            x = block.cross_attention(x, encoder_outputs, encoder_padding_mask=source_mask,
+                                      training=False)
+            x = block.feed_forward(x, training=False)
+        raise AssertionError("unreachable: layer was checked")
+
     def teacher_forced_attention(self, source_ids, target_in_ids):
         """Head-averaged last-layer cross-attention `(batch_size, target_length, source_length)`
         (the same shape as `RNNSeq2Seq.teacher_forced_attention`, for the plotting helpers)."""
