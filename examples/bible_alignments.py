@@ -37,6 +37,9 @@ most) and both ways combined (`[intersection]`, `[union]`,
 `[grow-diag-final-and]`), as eflomal's two directions are. `best` in
 alignments.json names the best reading of the split the script read: to
 choose a reading without looking at test, read `--split dev` first.
+`--alignment-head NAME=PATH` adds the attention of a `ShiftedAlignmentHead`
+trained on model NAME (`examples/bible_alignment_head.py`), read the same
+five ways as `NAME (shifted head: layer L, shift S)`.
 
 Writes only under OUTPUT_DIR (and `--figures-dir` when given):
 alignments.json (every score, each model's best aligner and its distance to
@@ -66,6 +69,7 @@ import keras  # noqa: E402
 
 from kerasseq.alignment import (  # noqa: E402
     LINK_METHODS,
+    ShiftedAlignmentHead,
     align_texts,
     alignment_scores,
     diagonal_links,
@@ -153,18 +157,26 @@ def read_both_ways(label, matrices):
             for method in LINK_METHODS}
 
 
-def attention_aligners(name, model, pairs):
+def attention_aligners(name, model, pairs, aligner=None):
     """`{aligner name: links per pair}` of one model: averages and every layer/head.
 
     The model's own reading (its one attention, the average of every layer
     and head, and a guided model's guided head) is read both ways
-    (`read_both_ways`); each layer and head by target word only.
+    (`read_both_ways`); each layer and head by target word only. With
+    `aligner` (a `ShiftedAlignmentHead` trained on the model) its attention
+    is read both ways too, as `NAME (shifted head: layer L, shift S)`.
     """
+    aligners = {}
+    if aligner is not None:
+        shifted = align_texts(model, [p.source for p in pairs], [p.target for p in pairs],
+                              batch_size=32, aligner=aligner)
+        aligners.update(read_both_ways(
+            f"{name} (shifted head: layer {aligner.layer}, shift {aligner.shift})",
+            [result["weights"] for result in shifted]))
     results = align_texts(model, [p.source for p in pairs], [p.target for p in pairs],
                           heads=True, batch_size=32)
     heads = [result["head_weights"] for result in results]  # (layers, heads, T, S) each
     num_layers, num_heads = heads[0].shape[:2]
-    aligners = {}
     if num_layers * num_heads == 1:
         aligners.update(read_both_ways(name, [h[0, 0] for h in heads]))
         return aligners, heads
@@ -307,6 +319,10 @@ def make_parser():
     parser.add_argument("--model", action="append", default=[],
                         help="NAME=PATH of a trained .keras model, or of a model's folder "
                              "written by spanish_to_english_bible.py (repeatable)")
+    parser.add_argument("--alignment-head", action="append", default=[],
+                        help="NAME=PATH: a ShiftedAlignmentHead (.keras, written by "
+                             "examples/bible_alignment_head.py) trained on the model NAME; "
+                             "its attention is scored beside the model's heads (repeatable)")
     parser.add_argument("--output-dir", default="runs/bible_es_en")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--eflomal", action=argparse.BooleanOptionalAction, default=True)
@@ -341,6 +357,17 @@ def main(argv=None):
             raise SystemExit(f"--model takes NAME=PATH. Received: {item!r}")
         model_files[name] = model_path(path)
         models[name] = keras.models.load_model(model_files[name])
+    heads_of = {}
+    for item in args.alignment_head:
+        name, _, path = item.partition("=")
+        if not path or name not in models:
+            raise SystemExit(f"--alignment-head takes NAME=PATH with NAME a --model name "
+                             f"({sorted(models)}). Received: {item!r}")
+        heads_of[name] = keras.models.load_model(path)
+        if not isinstance(heads_of[name], ShiftedAlignmentHead):
+            raise SystemExit(f"--alignment-head {item!r}: not a ShiftedAlignmentHead "
+                             f"({type(heads_of[name]).__name__})")
+        model_files[f"{name} alignment head"] = path
     if args.smoke:
         pairs = pairs[:24]
         all_pairs = [pair for pair in all_pairs if pair.split == "train"][:300] + pairs
@@ -379,7 +406,8 @@ def main(argv=None):
     head_weights = {}
     for name, model in models.items():
         started = time.time()
-        model_aligners, head_weights[name] = attention_aligners(name, model, scored)
+        model_aligners, head_weights[name] = attention_aligners(name, model, scored,
+                                                                heads_of.get(name))
         aligners.update(model_aligners)
         timings[f"{name}_seconds"] = round(time.time() - started, 1)
     scores = {name: score(links, scored) for name, links in aligners.items()}
