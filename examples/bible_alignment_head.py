@@ -23,7 +23,8 @@ Writes under OUTPUT_DIR: alignment_head.keras (written atomically; load with
 `keras.models.load_model` after `import kerasseq`), alignment_head.json (the
 arguments, the loss of each epoch, the seconds, the model file).
 `--smoke` trains a head for one epoch on 300 training verses over a tiny
-untrained model (a test of the script).
+untrained model, saved beside it as smoke_transformer.keras (a test of the
+script).
 """
 
 import argparse
@@ -91,7 +92,9 @@ def main(argv=None):
     if args.smoke:
         train = train[:300]
         args.epochs, args.key_dim = 1, 8
-        model, model_file = tiny_model(train), None
+        model = tiny_model(train)
+        model_file = os.path.join(args.output_dir, "smoke_transformer.keras")
+        replace_atomically(model.save, model_file, suffix=".keras")  # for bible_alignments.py
     else:
         model_file = model_path(args.model)
         model = keras.models.load_model(model_file)

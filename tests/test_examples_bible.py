@@ -374,6 +374,34 @@ def test_guided_transformer_smoke(tmp_path):
         aligned["scores"])
 
 
+def test_bible_alignment_head_smoke(tmp_path):
+    """examples/bible_alignment_head.py trains and saves a head over a tiny model;
+    bible_alignments.py --alignment-head scores it read the five ways."""
+    _modules_or_skip()
+    pytest.importorskip("eflomal", reason="eflomal is not installed (pip install -e '.[align]')")
+    import keras
+
+    from kerasseq.alignment import ShiftedAlignmentHead
+
+    record = load_example("bible_alignment_head").main(["--smoke", "--output-dir",
+                                                        str(tmp_path)])
+    assert record["training_verses"] == 300 and record["piece_links"] > 300
+    assert len(record["losses"]) == 1 and np.isfinite(record["losses"][0])
+    assert json.loads((tmp_path / "alignment_head.json").read_text())["losses"] == record["losses"]
+    head = keras.models.load_model(record["head"])
+    assert isinstance(head, ShiftedAlignmentHead) and (head.layer, head.shift) == (0, 1)
+    aligned = load_example("bible_alignments").main([
+        "--no-eflomal", "--max-verses", "12", "--output-dir", str(tmp_path / "aligned"),
+        "--model", f"tiny={record['model']}", "--alignment-head", f"tiny={record['head']}"])
+    shifted = "tiny (shifted head: layer 0, shift 1)"
+    assert {shifted} | {f"{shifted} [{method}]" for method in (
+        "source", "intersection", "union", "grow-diag-final-and")} <= set(aligned["scores"])
+    with pytest.raises(SystemExit, match="NAME a --model name"):
+        load_example("bible_alignments").main([
+            "--no-eflomal", "--max-verses", "2", "--output-dir", str(tmp_path / "bad"),
+            "--model", f"tiny={record['model']}", "--alignment-head", f"other={record['head']}"])
+
+
 def test_missing_modules_exit_cleanly(tmp_path, capsys, monkeypatch):
     module = load_example("spanish_to_english_bible")
     monkeypatch.setattr(module, "load_bible_pairs", _raise_sword_error)
