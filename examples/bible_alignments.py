@@ -360,6 +360,8 @@ def main(argv=None):
     heads_of = {}
     for item in args.alignment_head:
         name, _, path = item.partition("=")
+        if name in heads_of:
+            raise SystemExit(f"--alignment-head: {name!r} is given twice; one head per model")
         if not path or name not in models:
             raise SystemExit(f"--alignment-head takes NAME=PATH with NAME a --model name "
                              f"({sorted(models)}). Received: {item!r}")

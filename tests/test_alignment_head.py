@@ -113,6 +113,7 @@ def test_trained_shifted_head_learns_links_known_by_construction(shuffle_model):
 
 def test_save_load_round_trip(shuffle_model, tmp_path):
     head = ShiftedAlignmentHead(16, key_dim=8, layer=1, shift=1)
+    _copy_head_weights(head, shuffle_model, layer=1, index=0)  # not a fresh head's weights
     sources, targets, _ = _shuffled_pairs(4, seed=2)
     before = align_texts(shuffle_model, sources, targets, aligner=head)
     path = tmp_path / "aligner.keras"
@@ -120,20 +121,49 @@ def test_save_load_round_trip(shuffle_model, tmp_path):
     loaded = keras.models.load_model(path)
     assert isinstance(loaded, ShiftedAlignmentHead)
     assert (loaded.d_model, loaded.key_dim, loaded.layer, loaded.shift) == (16, 8, 1, 1)
+    for ours, theirs in zip(head.get_weights(), loaded.get_weights(), strict=True):
+        np.testing.assert_array_equal(ours, theirs)
+    assert not np.allclose(loaded.get_weights()[0],
+                           ShiftedAlignmentHead(16, key_dim=8).get_weights()[0])
     after = align_texts(shuffle_model, sources, targets, aligner=loaded)
     for one, two in zip(before, after, strict=True):
         np.testing.assert_array_equal(one["weights"], two["weights"])
         assert one["links"] == two["links"]
 
 
-def test_aligner_does_not_change_the_model_heads_output(shuffle_model):
-    sources = [[5, 6, 7]]
-    targets = [[6, 7]]
-    plain = align_ids(shuffle_model, sources, targets, heads=True)[0]
-    head = ShiftedAlignmentHead(16, key_dim=8)
-    with_head = align_ids(shuffle_model, sources, targets, heads=True, aligner=head)[0]
-    np.testing.assert_array_equal(plain["head_weights"], with_head["head_weights"])
-    assert with_head["weights"].shape == plain["weights"].shape
+def test_align_ids_with_an_aligner_reads_the_aligner(shuffle_model):
+    """With a model head's weights and shift 0 the aligner's word matrices and
+    links are that head's (`align_ids(layer=, head=)`); the model's every-head
+    matrices (`heads=True`) are unchanged by the aligner."""
+    sources = [[5, 6, 7, 8], [9, 10, 11]]
+    targets = [[8, 6, 5, 7], [11, 9]]
+    for layer, index in ((0, 1), (1, 0)):
+        head = ShiftedAlignmentHead(16, key_dim=shuffle_model.key_dim, layer=layer, shift=0)
+        _copy_head_weights(head, shuffle_model, layer, index)
+        ours = align_ids(shuffle_model, sources, targets, heads=True, aligner=head)
+        theirs = align_ids(shuffle_model, sources, targets, layer=layer, head=index, heads=True)
+        for one, two in zip(ours, theirs, strict=True):
+            np.testing.assert_allclose(one["weights"], two["weights"], atol=1e-5)
+            assert one["links"] == two["links"]
+            np.testing.assert_array_equal(one["head_weights"], two["head_weights"])
+    with pytest.raises(ValueError, match="either aligner or layer/head"):
+        align_ids(shuffle_model, sources, targets, layer=0, aligner=head)
+
+
+def test_training_lowers_the_loss_and_moves_only_the_head(shuffle_model):
+    sources, targets, links = _shuffled_pairs(64, seed=3)
+    piece_links = [[(j, i) for i, j in pair] for pair in links]
+    model_weights = [weight.copy() for weight in shuffle_model.get_weights()]
+    keras.utils.set_random_seed(0)
+    head, losses = train_alignment_head(shuffle_model, sources, targets, piece_links,
+                                        key_dim=8, epochs=3, batch_size=16,
+                                        learning_rate=3e-2, verbose=0)
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    for before, after in zip(model_weights, shuffle_model.get_weights(), strict=True):
+        np.testing.assert_array_equal(before, after)  # the translation model is frozen
+    too_long = " ".join(WORDS + WORDS)  # 24 words: more than the 16 positions
+    with pytest.raises(ValueError, match="No training pair fits"):
+        train_alignment_head(shuffle_model, [too_long], [too_long], [[(0, 0)]], verbose=0)
 
 
 def test_bad_arguments_are_refused(shuffle_model):

@@ -125,3 +125,17 @@ def test_committed_tables_are_the_json(split):
     assert set(rows) == set(values)
     for aligner, cells in rows.items():
         assert cells[2] == f"{values[aligner]['f1']:.3f}"
+
+
+def test_the_two_close_readings_and_the_one_to_one_rates():
+    dev, test = scores("dev"), scores("test")
+    union = f"{SHIFTED} [union]"
+    page = flat("results.md")
+    assert (f"On dev the head's grow-diag-final-and was ahead of its union reading by "
+            f"{dev[CHOSEN]['f1'] - dev[union]['f1']:.4f} ({dev[CHOSEN]['f1']:.4f} against "
+            f"{dev[union]['f1']:.4f}); on test the union is ahead by as little "
+            f"({test[union]['f1']:.4f} against {test[CHOSEN]['f1']:.4f})") in page
+    rates = [test[name]["hit_rate_one_to_one"] for name in (CHOSEN, EFLOMAL, "eflomal union")]
+    assert rates[1] < rates[0] < rates[2]
+    assert ("its 1-to-1 hit rate, {:.3f}, is above eflomal's grow-diag-final-and, {:.3f}, and "
+            "below its union, {:.3f}".format(*rates)) in page

@@ -346,7 +346,8 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
         heads: bool. Also return every layer's and head's word matrix.
         aligner: optional `kerasseq.alignment.ShiftedAlignmentHead` trained
             on `model`: its attention replaces the model's heads in
-            `"weights"` and `"links"` (`layer` and `head` are then not used).
+            `"weights"` and `"links"` (then `layer` and `head` must be
+            `None`; it needs one position more than the target's pieces).
 
     Returns:
         A list with, per pair, a dict: `"links"` (list of `(source_word,
@@ -366,6 +367,9 @@ def align_ids(model, source_ids, target_ids, layer=None, head=None, heads=False,
     target_ids = _pad(target_rows)
     # row t of the attention is the one that predicts target piece t, fed piece t - 1
     target_in = _pad([[start_id] + row[:-1] for row in target_rows], target_ids.shape[1])
+    if aligner is not None and (layer is not None or head is not None):
+        raise ValueError("Give either aligner or layer/head: the aligner's attention replaces "
+                         f"the model's heads. Received: layer={layer!r}, head={head!r}.")
     all_heads = None
     if heads or aligner is None:
         all_heads = attention_heads(model, source_ids, target_in)

@@ -4,7 +4,8 @@
 # links of the training verses (the guided run's cached reference_links.npz), then scored on dev,
 # where the reading (grow-diag-final-and) was chosen, and on test once. Work tree at bff56b4 with
 # the examples of 72b58fa (the same code). The layer, the shift and the reading were chosen on
-# dev beforehand with scripts outside the repo (docs/results.md says what they compared).
+# dev beforehand with the scripts of dev_exploration/ (run from /tmp/item2 and with the paths
+# of this machine; dev_exploration.txt says what they compared).
 cd /work/main
 export PYTHONDONTWRITEBYTECODE=1
 G=$HOME/kerasseq-runs/guided5186/runs/bible_shared_guided
