@@ -106,16 +106,22 @@ def _log_f1(log, layers, shift):
     return re.search(pattern, log).group(1)
 
 
-@pytest.mark.parametrize("page", ["results.md", "guided_alignment.md"])
-def test_the_dev_exploration_figures(page):
+def test_the_dev_exploration_and_the_shift_0_run():
     log = (HEAD_RUN / "dev_exploration" / "train_head_first.log").read_text(encoding="utf-8")
     unshifted, shifted, layer0 = (_log_f1(log, 1, 0), _log_f1(log, 1, 1), _log_f1(log, 0, 1))
-    text = flat(page)
-    if page == "results.md":
-        assert (f"(shift 0, layer 1) scores {unshifted} dev F1 (grow-diag-final-and), shifted "
-                f"by one position {shifted}, and with layer 0's query {layer0}") in text
-    else:
-        assert f"(shift 0, layer 1) scored {unshifted} and shifted {shifted}" in text
+    page, guide = flat("results.md"), flat("guided_alignment.md")
+    assert (f"(shift 0, layer 1) scored {unshifted} dev F1 (grow-diag-final-and), shifted by "
+            f"one position {shifted}, and with layer 0's query {layer0}") in page
+    run = load(HEAD_RUN / "shift0_dev" / "alignments_dev.json")
+    record = load(HEAD_RUN / "shift0_dev" / "alignment_head.json")
+    assert (record["arguments"]["layer"], record["arguments"]["shift"]) == (0, 0)
+    assert record["model"] == load(HEAD_RUN / "alignment_head.json")["model"]
+    shift0 = run["scores"]["transformer_guided (shifted head: layer 0, shift 0) "
+                           "[grow-diag-final-and]"]["f1"]
+    shift1 = scores("dev")[CHOSEN]["f1"]
+    assert shift0 < shift1
+    assert f"scores {f(shift0)} on dev against {f(shift1)} with shift 1" in page
+    assert f"(shift 0) scored {f(shift0)} against {f(shift1)}: the shift is the lever" in guide
 
 
 @pytest.mark.parametrize("split", ["dev", "test"])
