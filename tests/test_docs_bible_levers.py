@@ -123,3 +123,22 @@ def test_summary_row():
         f"{float(dff[e]['dev_bleu']):.2f} against {base['dev_bleu'][e]:.2f} after "
         f"{'epoch ' if e == 3 else ''}{e + 1}" for e in epochs)
     assert f"its greedy dev BLEU crosses it both ways ({bleu})" in text
+
+
+def test_no_dropout_bullet_is_its_history():
+    """The dropout-0 run's first epochs against the 33.72 run's, from its history."""
+    run, base = history("dropout0"), base_history()
+    command = (LEVERS / "dropout0_run.sh").read_text(encoding="utf-8")
+    assert "--transformer-dropout 0 --max-steps 5394" in command and "--phase train" in command
+    assert len(run) == 3 and all(int(row["batches"]) == 441 for row in run)
+    text = section()
+    losses = ", ".join(
+        f"{float(row['val_loss']):.3f} against {base['val_loss'][i]:.3f} after "
+        + (f"epoch {i + 1}" if i == 0 else f"{i + 1}") for i, row in enumerate(run))
+    assert f"({losses})" in text
+    bleu = ", ".join(f"{float(row['dev_bleu']):.2f} against {base['dev_bleu'][i]:.2f}"
+                     for i, row in enumerate(run))
+    assert f"greedy dev BLEU is level, within 0.7 ({bleu})" in text
+    assert max(abs(float(row["dev_bleu"]) - base["dev_bleu"][i]) for i, row in enumerate(run)) < 0.7
+    assert f"by {base['val_loss'][2] - float(run[2]['val_loss']):.3f} only after the third" in text
+    assert "three epochs so far" in text and len(run) == 3
