@@ -5,6 +5,7 @@ run's results.json. No TensorFlow."""
 
 import csv
 import json
+import math
 import re
 
 from tests.test_docs import DOCS
@@ -130,15 +131,16 @@ def test_no_dropout_bullet_is_its_history():
     run, base = history("dropout0"), base_history()
     command = (LEVERS / "dropout0_run.sh").read_text(encoding="utf-8")
     assert "--transformer-dropout 0 --max-steps 5394" in command and "--phase train" in command
-    assert len(run) == 3 and all(int(row["batches"]) == 441 for row in run)
+    assert len(run) >= 3 and all(int(row["batches"]) == 441 for row in run)
     text = section()
+    words = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert f"{words[len(run)]} epochs so far" in text
+    assert all(float(row["val_loss"]) < base["val_loss"][i] for i, row in enumerate(run))
     losses = ", ".join(
         f"{float(row['val_loss']):.3f} against {base['val_loss'][i]:.3f} after "
         + (f"epoch {i + 1}" if i == 0 else f"{i + 1}") for i, row in enumerate(run))
-    assert f"({losses})" in text
+    assert f"below the base run's at every epoch ({losses})" in text
     bleu = ", ".join(f"{float(row['dev_bleu']):.2f} against {base['dev_bleu'][i]:.2f}"
                      for i, row in enumerate(run))
-    assert f"greedy dev BLEU is level, within 0.7 ({bleu})" in text
-    assert max(abs(float(row["dev_bleu"]) - base["dev_bleu"][i]) for i, row in enumerate(run)) < 0.7
-    assert f"by {base['val_loss'][2] - float(run[2]['val_loss']):.3f} only after the third" in text
-    assert "three epochs so far" in text and len(run) == 3
+    gap = max(abs(float(row["dev_bleu"]) - base["dev_bleu"][i]) for i, row in enumerate(run))
+    assert f"stays within {math.ceil(gap * 10) / 10:.1f} of it ({bleu})" in text
