@@ -167,14 +167,13 @@ def attention_aligners(name, model, pairs, aligner=None):
     is read both ways too, as `NAME (shifted head: layer L, shift S)`.
     """
     aligners = {}
+    # one pass: "weights" are the aligner's (when given), "head_weights" the model's
+    results = align_texts(model, [p.source for p in pairs], [p.target for p in pairs],
+                          heads=True, batch_size=32, aligner=aligner)
     if aligner is not None:
-        shifted = align_texts(model, [p.source for p in pairs], [p.target for p in pairs],
-                              batch_size=32, aligner=aligner)
         aligners.update(read_both_ways(
             f"{name} (shifted head: layer {aligner.layer}, shift {aligner.shift})",
-            [result["weights"] for result in shifted]))
-    results = align_texts(model, [p.source for p in pairs], [p.target for p in pairs],
-                          heads=True, batch_size=32)
+            [result["weights"] for result in results]))
     heads = [result["head_weights"] for result in results]  # (layers, heads, T, S) each
     num_layers, num_heads = heads[0].shape[:2]
     if num_layers * num_heads == 1:
