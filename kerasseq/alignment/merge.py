@@ -202,10 +202,13 @@ def links_from_weights(word_weights, method="target"):
                          f"Received shape {word_weights.shape}.")
     if word_weights.size == 0:
         return []
-    by_target = [(int(i), j) for j, i in enumerate(np.argmax(word_weights, axis=1))]
+    by_target = by_source = None
+    if method != "source":
+        by_target = [(int(i), j) for j, i in enumerate(np.argmax(word_weights, axis=1))]
+    if method != "target":
+        by_source = [(i, int(j)) for i, j in enumerate(np.argmax(word_weights, axis=0))]
     if method == "target":
         return by_target
-    by_source = [(i, int(j)) for i, j in enumerate(np.argmax(word_weights, axis=0))]
     if method == "source":
         return by_source
     return symmetrize(by_target, by_source, method)
