@@ -253,12 +253,6 @@ def training_arguments(args):
     return {key: getattr(args, key) for key in TRAINING_ARGUMENTS}
 
 
-def best_epoch(scores):
-    """The epoch (from 1) of the highest dev BLEU in `scores`, the first of a
-    tie as `DevBleuEarlyStopping` keeps it; None without scores."""
-    return int(np.argmax(scores)) + 1 if len(scores) else None
-
-
 def resume_point(directory, args):
     """What `--resume` goes on from in `directory`: None on a fresh start, else
     (the newest epoch checkpoint, its epoch number, the history of the epochs
@@ -297,7 +291,7 @@ def resume_point(directory, args):
                          f"newest checkpoint ({os.path.basename(newest)}) is of epoch {epochs}: "
                          "the early stopping and the learning curves of the earlier epochs "
                          "cannot be rebuilt")
-    best = best_epoch(history["dev_bleu"])
+    best = DevBleuEarlyStopping.best_epoch_of(history["dev_bleu"])
     best_path = os.path.join(directory, "checkpoints", CHECKPOINT_NAME.format(epoch=best))
     if not os.path.exists(best_path):
         raise SystemExit(f"--resume: the best epoch ({best}) has no checkpoint left in "
@@ -403,7 +397,7 @@ def train(name, args, data, tokenizers, dev_pairs):
         "parameters": int(model.count_params()),
         # a killed fit's seconds are not known: the sum of the fits that ended
         "train_seconds": round(sum(part["train_seconds"] or 0 for part in segments), 1),
-        "best_epoch": best_epoch(scores),
+        "best_epoch": DevBleuEarlyStopping.best_epoch_of(scores),
         "steps": int(model.optimizer.iterations.numpy()),
         "batches_per_epoch": int(history["batches"][0]) if history.get("batches") else None,
         "time_limit_minutes": args.time_limit_minutes,

@@ -216,8 +216,8 @@ class DevBleuEarlyStopping(keras.callbacks.Callback):
         if best_weights is None:
             raise ValueError("best_weights must be the weights of the best epoch, "
                              "model.get_weights() of its checkpoint. Received: None")
-        best = max(scores)
-        best_epoch = scores.index(best) + 1
+        best_epoch = self.best_epoch_of(scores)
+        best = scores[best_epoch - 1]
         wait = len(scores) - best_epoch
         if wait >= self.patience:
             raise ValueError(
@@ -225,6 +225,17 @@ class DevBleuEarlyStopping(keras.callbacks.Callback):
                 f"is {wait} epochs old, and patience={self.patience} ends a run after "
                 f"{self.patience} epochs without a better one")
         self._resumed = (best, best_epoch, [np.array(w) for w in best_weights], wait)
+
+    @staticmethod
+    def best_epoch_of(scores):
+        """The epoch (from 1) this callback keeps as the best of `scores`.
+
+        The highest score; of a tie, the first epoch (a later equal score is
+        not better, so the weights kept are the earlier ones). None when
+        `scores` is empty.
+        """
+        scores = [float(score) for score in scores]
+        return scores.index(max(scores)) + 1 if scores else None
 
     def on_epoch_end(self, epoch, logs=None):
         started = time.time()

@@ -204,6 +204,20 @@ def test_dev_bleu_early_stopping_logs_stops_and_restores_the_best_weights(capsys
         DevBleuEarlyStopping(["a"], ["b"], patience=0)
 
 
+def test_best_epoch_of_is_the_epoch_the_callback_keeps():
+    """All five scripted epochs (patience 5): 100 after epochs 2 and 5, a tie the
+    callback resolves to epoch 2; `best_epoch_of` on the logged scores agrees."""
+    model, x, y, _, weights, epoch_weights = _scripted_dev_model()
+    stopper = DevBleuEarlyStopping(["s1", "s2"], DEV_REFERENCES, patience=5, verbose=0)
+    scores = model.fit(x, y, epochs=5, batch_size=8, verbose=0,
+                       callbacks=[epoch_weights, stopper]).history["dev_bleu"]
+    assert scores[1] == scores[4] == pytest.approx(100.0)
+    assert stopper.best_epoch == DevBleuEarlyStopping.best_epoch_of(scores) == 2
+    np.testing.assert_array_equal(model.get_weights()[0], weights[1][0])
+    assert DevBleuEarlyStopping.best_epoch_of([]) is None
+    assert DevBleuEarlyStopping.best_epoch_of([1.0, 3.0, 2.0]) == 2
+
+
 def test_dev_bleu_early_stopping_resumed_stops_and_restores_as_an_uninterrupted_run():
     """Epochs 1-2 in one fit, the rest in a resumed one (initial_epoch=2): the
     scores of the same script as above stop it after epoch 4 again, and the
