@@ -18,7 +18,7 @@ first word of a chapter in capitals, "EN el principio"), the English one keeps
 case, so the output is cased and scored with cased sacreBLEU (its default
 13a tokenizer).
 
-Two phases, so a long training can be scored later with newer code:
+Phases, so a long training can be scored later with newer code:
 
 - `--phase train` (per model in `--models`): `model.fit` with teacher
   forcing, a time limit (`--time-limit-minutes`), greedy BLEU on the dev
@@ -30,7 +30,11 @@ Two phases, so a long training can be scored later with newer code:
   history.csv (a row per finished epoch) and history.json (with the minutes
   of `fit` at each epoch's end). `--resume` goes on with a stopped training
   from its newest checkpoint (see `train`).
-- `--phase evaluate`: on the same dev verses, the averaged last checkpoints
+- `--phase dev`: the evaluate phase's dev choices only (below), written to
+  OUTPUT_DIR/NAME/dev_choices.json; the test split is not translated, so a
+  run can be judged on dev before its test split is scored.
+- `--phase evaluate`: on the same dev verses (or the choices of `--phase dev`
+  when they were made with the same settings), the averaged last checkpoints
   against the best epoch (the better one is kept), then the beam length
   penalty (`--length-penalties`), then `SearchConfig.no_repeat_ngram_size`
   (`--no-repeat-ngram-sizes`, beam search with that penalty); then the test
@@ -437,12 +441,59 @@ def sentence_chrf(hypothesis, reference):
     return sacrebleu.sentence_chrf(hypothesis, [reference]).score
 
 
+DEV_CHOICES = "dev_choices.json"
+DEV_FIELDS = ("dev_bleu_greedy_best_epoch", "averaged", "averaged_epochs",
+              "dev_bleu_greedy_averaged", "dev_bleu_beam_by_length_penalty", "length_penalty",
+              "dev_beam_by_no_repeat_ngram_size", "no_repeat_ngram_size")
+
+
+def dev_settings(args, dev_pairs, record, directory):
+    """What the dev choices depend on: the search, the candidates, the dev
+    verses, and the training they were made on (its epochs and checkpoints).
+    A `dev_choices.json` made with other settings is not reused."""
+    checkpoints = epoch_checkpoints(os.path.join(directory, "checkpoints"))
+    return {"search": search_settings(args), "num_beams": args.num_beams,
+            "length_penalties": sorted(args.length_penalties),
+            "no_repeat_ngram_sizes": sorted(set(args.no_repeat_ngram_sizes)),
+            "dev_verses": [pair.verse_id for pair in dev_pairs],
+            "epochs": len(record["history"]["dev_bleu"]),
+            "checkpoints": [os.path.basename(path) for path in checkpoints]}
+
+
 def evaluate(name, args, dev_pairs, test_pairs):
     """Average-or-not, the length penalty and the n-gram guard on dev, then the test
-    split scored once."""
+    split scored once (`test_pairs` None: dev only, `--phase dev`).
+
+    The dev choices are written to NAME/dev_choices.json; a later evaluate
+    with the same settings reuses them instead of decoding dev again, so a
+    run can be judged on dev first and its test split scored only if chosen."""
     directory = os.path.join(args.output_dir, name)
     with open(os.path.join(directory, "history.json"), encoding="utf-8") as handle:
         record = json.load(handle)
+    settings = dev_settings(args, dev_pairs, record, directory)
+    choices_path = os.path.join(directory, DEV_CHOICES)
+    earlier = None
+    if os.path.exists(choices_path):
+        with open(choices_path, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+    if earlier is not None and earlier["settings"] == settings:
+        print(f"{name}: the dev choices of {choices_path} (same settings), dev not decoded "
+              "again", flush=True)
+        record.update(earlier["choices"])
+        model = keras.models.load_model(os.path.join(
+            directory, "averaged.keras" if record["averaged"] else "model.keras"))
+    else:
+        model = dev_choices(record, args, dev_pairs, directory)
+        write_json(choices_path, {"settings": settings, "choices": {
+            key: record[key] for key in DEV_FIELDS if key in record}})
+    if test_pairs is None:
+        return record
+    return test_scores(record, model, args, test_pairs, directory)
+
+
+def dev_choices(record, args, dev_pairs, directory):
+    """The dev half of `evaluate`: fills `record`'s DEV_FIELDS, returns the model
+    chosen (the averaged checkpoints or the best epoch)."""
     search = search_settings(args)
     dev_sources = [pair.source for pair in dev_pairs]
     dev_references = [pair.target for pair in dev_pairs]
@@ -461,7 +512,9 @@ def evaluate(name, args, dev_pairs, test_pairs):
         record["dev_bleu_greedy_averaged"] = dev_score(averaged, method="greedy")
         if record["dev_bleu_greedy_averaged"] > record["dev_bleu_greedy_best_epoch"]:
             model, record["averaged"] = averaged, True
-            averaged.save(os.path.join(directory, "averaged.keras"))
+            path = os.path.join(directory, "averaged.keras")
+            averaged.save(path.replace(".keras", ".tmp.keras"))
+            os.replace(path.replace(".keras", ".tmp.keras"), path)  # never half-written
 
     def dev_beam(alpha, size):  # BLEU and the repeats and loops of a beam search on dev
         texts = model.translate(dev_sources, method="beam", num_beams=args.num_beams,
@@ -480,7 +533,14 @@ def evaluate(name, args, dev_pairs, test_pairs):
     size = max(by_size, key=lambda key: by_size[key]["bleu"])
     record["dev_beam_by_no_repeat_ngram_size"] = {str(key): value for key, value in by_size.items()}
     record["no_repeat_ngram_size"] = size
+    return model
 
+
+def test_scores(record, model, args, test_pairs, directory):
+    """The test half of `evaluate`: the test split translated once with the dev
+    choices in `record`, greedy and beam, and scored."""
+    search = search_settings(args)
+    alpha, size = record["length_penalty"], record["no_repeat_ngram_size"]
     sources = [pair.source for pair in test_pairs]
     references = [pair.target for pair in test_pairs]
     timings = {}
@@ -598,7 +658,11 @@ def translations_table(output_dir, names):
 def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--output-dir", default="runs/bible_es_en")
-    parser.add_argument("--phase", choices=["train", "evaluate", "all"], default="all")
+    parser.add_argument("--phase", choices=["train", "dev", "evaluate", "all"], default="all",
+                        help="train; dev (the evaluate phase's choices on dev only, the test "
+                        "split not translated); evaluate (the dev choices, reused from dev when "
+                        "made with the same settings, then the test split); all: train and "
+                        "evaluate")
     parser.add_argument("--source-module", default="spaRV1909eb")
     parser.add_argument("--target-module", default="engWEB2015eb")
     parser.add_argument("--models", default=DEFAULT_MODELS,
@@ -741,6 +805,18 @@ def main(argv=None):
                   tokenizers, dev_pairs)
     if args.phase == "train":
         return None
+    if args.phase == "dev":  # the dev choices only: the test split is not translated
+        chosen = {}
+        for name in names:
+            record = evaluate(name, args, dev_pairs, None)
+            chosen[name] = {key: record[key] for key in DEV_FIELDS if key in record}
+            beam = record["dev_beam_by_no_repeat_ngram_size"][str(record["no_repeat_ngram_size"])]
+            print(f"{name}: dev BLEU greedy {record['dev_bleu_greedy_best_epoch']:.2f} best "
+                  f"epoch / {record.get('dev_bleu_greedy_averaged', float('nan')):.2f} averaged; "
+                  f"beam {args.num_beams} (length penalty {record['length_penalty']}, "
+                  f"no_repeat_ngram_size {record['no_repeat_ngram_size']}) "
+                  f"{beam['bleu']:.2f}", flush=True)
+        return chosen
     results = {"data": report, "dev_pairs_scored": len(dev_pairs),
                "test_pairs": len(splits["test"]), "arguments": vars(args), "models": {}}
     if os.path.exists(results_path):  # models evaluated by an earlier run stay

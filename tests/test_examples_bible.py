@@ -103,7 +103,7 @@ def _has_eflomal():
     return True
 
 
-def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
+def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch, capsys):
     """The commands of "Reproduce the full run", in order, on a slice: they
     write only under runs/bible until the figures step, which copies the
     pages' own figures (and no other file) into docs/images."""
@@ -160,15 +160,31 @@ def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch):
         assert by_verse[scores["examples"][0]["verse"]]["beam"] == scores["examples"][0]["beam"]
         assert (out / name / "model.keras").exists()
         assert len(list((out / name / "checkpoints").glob("epoch_*.keras"))) == 1
-    assert json.loads((out / "results.json").read_text())["test_pairs"] == 12
+    results_file = json.loads((out / "results.json").read_text())
+    assert results_file["test_pairs"] == 12
     assert (out / "learning_curves.png").stat().st_size > 0
     table = (out / "translations.md").read_text()
     assert table.startswith("# Test verses of the Bible models (transformer, rnn_attention)")
     assert table.count("| reference |") == 9 and table.count("| rnn_attention, beam") == 9
-    # Scoring one model again keeps the other one's results (runs in separate sessions).
+    # The dev choices alone (other settings than the first evaluate's: made anew),
+    # the test split untouched; then scoring one model again reuses them and keeps
+    # the other model's results (runs in separate sessions).
+    tested = (out / "rnn_attention" / "test_translations.tsv").stat().st_mtime_ns
+    capsys.readouterr()
+    chosen = module.main(["--smoke", "--phase", "dev", "--models", "rnn_attention",
+                          "--output-dir", str(out), "--no-repeat-ngram-sizes", "2", "0"])
+    assert "dev not decoded again" not in capsys.readouterr().out
+    assert (out / "rnn_attention" / "test_translations.tsv").stat().st_mtime_ns == tested
+    assert json.loads((out / "results.json").read_text()) == results_file
+    saved = json.loads((out / "rnn_attention" / "dev_choices.json").read_text())
+    assert saved["choices"] == chosen["rnn_attention"]
+    assert saved["settings"]["no_repeat_ngram_sizes"] == [0, 2]
     again = module.main(["--smoke", "--phase", "evaluate", "--models", "rnn_attention",
                          "--output-dir", str(out), "--figures-dir", str(tmp_path / "img"),
                          "--no-repeat-ngram-sizes", "2", "0"])
+    assert "dev not decoded again" in capsys.readouterr().out
+    assert {key: again["models"]["rnn_attention"][key]
+            for key in chosen["rnn_attention"]} == chosen["rnn_attention"]
     assert list(again["models"]) == ["transformer", "rnn_attention"]
     assert again["models"]["transformer"] == results["models"]["transformer"]
     scores = again["models"]["rnn_attention"]  # the n-gram guard chosen on dev
