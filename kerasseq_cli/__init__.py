@@ -201,8 +201,15 @@ def _add_model_arguments(parser, epochs, max_train, evaluate_words):
                              "and target it reads (default: --max-target-length)")
     parser.add_argument("--epochs", type=_positive_int, default=epochs,
                         help="training epochs (a rerun with a larger value continues a finished run)")
-    parser.add_argument("--batch-size", type=_positive_int, default=64,
-                        help="examples per batch (the global batch, over every replica)")
+    parser.add_argument("--batch-size", type=_positive_int, default=None,
+                        help="examples per batch, the global batch over every replica; "
+                             "with --batch-tokens, the most rows of a training batch "
+                             "(default: 64; with --batch-tokens: no limit)")
+    parser.add_argument("--batch-tokens", type=_positive_int, default=None,
+                        help="training batches by token count: each length bucket's batches "
+                             "hold about this many tokens, padding included (fairseq's "
+                             "--max-tokens), short pairs many to a batch and long ones few; "
+                             "one machine only")
     parser.add_argument("--learning-rate", type=_finite_float(0.0, open_minimum=True), default=2e-3,
                         help="Adam's learning rate (unless --warmup-steps)")
     parser.add_argument("--clipnorm", type=_finite_float(0.0, open_minimum=True), default=1.0,

@@ -209,8 +209,15 @@ def train(args):
             args.collective_timeout if strategy_name == "multi_worker" else None))
     except ValueError as error:  # TF_CONFIG missing or malformed (ClusterConfigError)
         raise CLIError(str(error)) from None
+    # --batch-tokens: --batch-size only caps the rows (None: no cap); else 64 by default
+    batch_size = args.batch_size if args.batch_tokens or args.batch_size else 64
     try:  # before any data is read or any file of the run replaced
-        check_global_batch_size(args.batch_size, strategy.num_replicas_in_sync)
+        if batch_size is not None:
+            check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
+        if args.batch_tokens and strategy_name == "multi_worker":
+            raise ValueError("--batch-tokens works on one machine only: under the multi_worker "
+                             "strategy every worker steps with the same rows, which batches by "
+                             "token count do not keep; use --batch-size")
     except ValueError as error:
         raise _flag_error(error, {"batch_size": "--batch-size"}) from None
     keras.utils.set_random_seed(args.seed)
@@ -248,8 +255,9 @@ def train(args):
     # longest sequence, which made a steady epoch of the README RNN 22 % shorter
     # on CPU (benchmarks/README.md, "Training compiles").
     train_data, dev_data = run.datasets(train_pairs, dev_pairs, source_tokenizer,
-                                        target_tokenizer, args.batch_size, seed=args.seed,
-                                        fixed_shapes=bool(model.jit_compile))
+                                        target_tokenizer, batch_size, seed=args.seed,
+                                        fixed_shapes=bool(model.jit_compile),
+                                        batch_tokens=args.batch_tokens)
     extra = ([_slow_batches_callback(args.slow_batches, args.stop_after_batch)]
              if args.slow_batches or args.stop_after_batch else [])
     if run.is_chief and args.tensorboard:  # (the chief only writes files)

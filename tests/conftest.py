@@ -201,6 +201,9 @@ SLOW_REPETITIONS = (
     "[transformer]",
     "tests/test_cli.py::test_export_alignments_serves_the_links_of_translate",
     "tests/test_cli.py::test_export_then_translate_equals_translate_with_the_same_beam",
+    # --batch-tokens through the CLI: TrainingRun.datasets' test against make_dataset
+    # (tests/training/test_run.py) stays
+    "tests/test_cli.py::test_train_batch_tokens_reaches_the_training_batches",
     # KeepLastCheckpoints through the CLI: test_averaging.py's library tests stay
     "tests/test_cli_averaging_and_ensembles.py::test_train_keeps_the_last_epoch_checkpoints",
     # bucket counts: test_compiled_shapes_stay_bounded stays

@@ -406,7 +406,8 @@ def test_help_shows_the_defaults():
         return blocks
 
     train, demo, evaluate = options("train"), options("demo"), options("evaluate")
-    for flag, default in [("--epochs", "10"), ("--batch-size", "64"),
+    assert train["--batch-size"].endswith("(default: 64; with --batch-tokens: no limit)")
+    for flag, default in [("--epochs", "10"),
                           ("--learning-rate", "0.002"), ("--clipnorm", "1.0"),
                           ("--units", "128"), ("--embedding-dim", "64"), ("--model", "rnn"),
                           ("--attention", "bahdanau"), ("--seed", "0"), ("--dropout", "0.0"),
@@ -831,3 +832,35 @@ def test_translate_hands_its_one_search_config_to_the_translator(tmp_path, monke
     assert (config.method, config.num_beams, config.length_penalty) == ("beam", 2, 0.5)
     assert translator.config is config and config.max_length is None
     assert translator._search_config.max_length == translator.max_length == 6
+
+
+def test_train_batch_tokens_reaches_the_training_batches(tmp_path, monkeypatch):
+    """`kerasseq train --batch-tokens 48` (no --batch-size): the run's training
+    batches are made by token count without a row cap, each batch
+    holding at most 48 tokens, padding included; dev batches keep up to 64 rows."""
+    from kerasseq.data import batch_shapes
+    from kerasseq.training import TrainingRun
+    from kerasseq_cli import main
+
+    seen, original = [], TrainingRun.datasets
+
+    def spy(self, *args, **kwargs):
+        data = original(self, *args, **kwargs)
+        seen.append((args[4], kwargs.get("batch_tokens"), data))
+        return data
+
+    monkeypatch.setattr(TrainingRun, "datasets", spy)
+    at = TINY.index("--batch-size")
+    tiny = TINY[:at] + TINY[at + 2:]
+    assert main(["train", *tiny, "--epochs", "1", "--model", "transformer", "--num-layers", "1",
+                 "--d-model", "16", "--dff", "16", "--batch-tokens", "48",
+                 "--output-dir", str(tmp_path / "run")]) == 0
+    (batch_size, tokens, (train, dev)), = seen
+    assert batch_size is None and tokens == 48
+    shapes = {(rows, length) for ((rows, length), *_) in batch_shapes(train).elements()}
+    # (without XLA on CPU a batch is as long as its longest pair: within the budget)
+    assert shapes and all(rows * length <= 48 or rows == 1 for rows, length in shapes)
+    assert len({rows for rows, _ in shapes}) > 2  # rows vary with the length, not fixed
+    dev_rows = [len(labels) for _, labels in dev.as_numpy_iterator()]
+    assert len(dev_rows) == 1 and 16 < dev_rows[0] <= 64  # the few dev pairs: one batch of 64
+    assert os.path.exists(tmp_path / "run" / "model.keras")

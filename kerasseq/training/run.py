@@ -51,7 +51,7 @@ import keras
 import tensorflow as tf
 
 from kerasseq._files import save_model_atomically, write_text_atomically
-from kerasseq._validation import ArgumentError
+from kerasseq._validation import ArgumentError, check_positive_int
 from kerasseq.data import make_dataset
 from kerasseq.training.averaging import (
     CHECKPOINT_PATTERN,
@@ -311,7 +311,7 @@ class TrainingRun:
         return os.path.getmtime(best_path) > os.path.getmtime(backup_file)
 
     def datasets(self, train_pairs, dev_pairs, source_tokenizer, target_tokenizer, batch_size,
-                 seed=0, bucket_boundaries="auto", fixed_shapes=True):
+                 seed=0, bucket_boundaries="auto", fixed_shapes=True, batch_tokens=None):
         """The training and dev data `fit` wants for this run's strategy.
 
         One machine: `kerasseq.data.make_dataset` batches (training batches
@@ -326,31 +326,53 @@ class TrainingRun:
             train_pairs, dev_pairs: lists of `(source, target)` str pairs
                 (`dev_pairs` may be empty or None: no validation data).
             source_tokenizer, target_tokenizer: fitted tokenizers.
-            batch_size: int, the global batch (a multiple of the replicas).
+            batch_size: int, the global batch (a multiple of the replicas);
+                with `batch_tokens`, the most rows of a training batch, or
+                None for no limit (dev batches then have 64 rows).
             seed: int, the shuffle seed of the training data.
             bucket_boundaries: as in `make_dataset` (`"auto"`: by length).
             fixed_shapes: as in `make_dataset`: True (a few batch shapes, what
                 XLA wants) or False (each batch as long as its longest
                 sequence: less padding where no XLA compiles; `kerasseq train`
                 passes the compiled model's `jit_compile`).
+            batch_tokens: optional int, training batches by token count
+                (`make_dataset`'s `batch_tokens`: each length bucket's
+                batches hold about this many tokens, padding included;
+                rows a multiple of the replicas). One machine only.
 
         Returns:
             `(train_data, dev_data)`; `dev_data` is None without dev pairs.
 
         Raises:
             ValueError: `batch_size` is not a multiple of the replicas
-                (`check_global_batch_size`).
+                (`check_global_batch_size`); `batch_tokens` under a
+                multi-worker strategy, or `batch_size` None without it.
         """
         replicas = self.strategy.num_replicas_in_sync if self.strategy is not None else 1
-        check_global_batch_size(batch_size, replicas)
+        if batch_tokens is not None:
+            batch_tokens = check_positive_int("batch_tokens", batch_tokens)
+            if self.multi_worker:
+                raise ValueError(
+                    "batch_tokens works on one machine only: under MultiWorkerMirroredStrategy "
+                    "every worker must step with the same global batch rows, which batches by "
+                    "token count do not keep. Received: batch_tokens="
+                    f"{batch_tokens} with {replicas} replicas on several workers; use batch_size")
+        elif batch_size is None:
+            raise ValueError("batch_size must be an int (examples per batch); only with "
+                             "batch_tokens may it be None. Received: batch_size=None")
+        if batch_size is not None:
+            check_global_batch_size(batch_size, replicas)
         if self.multi_worker:  # each worker batches its shard at batch_size / replicas
             batches = sharded_dataset_fn
         else:  # global batches, each a multiple of the replicas
             batches = functools.partial(make_dataset, batch_multiple=replicas)
         tokenizers = (source_tokenizer, target_tokenizer)
+        by_tokens = {} if batch_tokens is None else {"batch_tokens": batch_tokens}
         train_data = batches(train_pairs, *tokenizers, batch_size, seed=seed,
-                             bucket_boundaries=bucket_boundaries, fixed_shapes=fixed_shapes)
-        dev_data = (batches(dev_pairs, *tokenizers, batch_size, shuffle=False, fixed_shapes=fixed_shapes)
+                             bucket_boundaries=bucket_boundaries, fixed_shapes=fixed_shapes,
+                             **by_tokens)
+        dev_rows = batch_size if batch_size is not None else 64
+        dev_data = (batches(dev_pairs, *tokenizers, dev_rows, shuffle=False, fixed_shapes=fixed_shapes)
                     if dev_pairs else None)
         return train_data, dev_data
 

@@ -6,6 +6,7 @@ does nothing) is tested end to end in tests/test_resume.py.
 
 import os
 
+import numpy as np
 import pytest
 
 from kerasseq.training.checkpoints import read_history
@@ -239,3 +240,42 @@ def test_datasets_pass_fixed_shapes_to_both_splits(tmp_path, fixed_shapes):
         rows = sorted(rows for ((rows, _), *_) in batch_shapes(data).elements())
         assert rows == ([4] * len(rows) if fixed_shapes else rows) and sum(rows) >= examples
         assert fixed_shapes or sum(rows) == examples
+
+
+def test_datasets_by_token_count_are_make_datasets_and_refused_on_several_workers(tmp_path,
+                                                                                   monkeypatch):
+    """`batch_tokens` reaches `make_dataset`: the training batches equal its own
+    (same seed), each bucket's rows `batch_tokens // length`, completed to a
+    multiple of the replicas; dev batches keep 64 rows when no batch_size caps;
+    several workers and a missing batch_size are refused, naming the argument."""
+    import types
+
+    from kerasseq.data import TextTokenizer, batch_shapes, make_dataset
+    from kerasseq.training import TrainingRun
+
+    words = ["a", "ox", "cat", "tiger", "giraffe", "hippopotamus", "dog", "eel", "bee", "yak"]
+    pairs = [(word, word[::-1]) for word in words]
+    tokenizer = TextTokenizer.from_texts(words, split="character")
+    run = TrainingRun(str(tmp_path))
+    train, dev = run.datasets(pairs, pairs, tokenizer, tokenizer, None, seed=3, batch_tokens=24)
+    direct = make_dataset(pairs, tokenizer, tokenizer, None, seed=3, bucket_boundaries="auto",
+                          batch_tokens=24)
+    ours, theirs = list(train.as_numpy_iterator()), list(direct.as_numpy_iterator())
+    assert len(ours) == len(theirs) > 1
+    for (inputs, labels), (inputs2, labels2) in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(labels, labels2)
+        np.testing.assert_array_equal(inputs[0], inputs2[0])
+        assert len(labels) == max(1, 24 // labels.shape[1])
+    assert {rows for ((rows, _), *_) in batch_shapes(dev).elements()} == {64}
+
+    replicas = TrainingRun(str(tmp_path / "r"),
+                           strategy=types.SimpleNamespace(num_replicas_in_sync=4))
+    train, _ = replicas.datasets(pairs, None, tokenizer, tokenizer, None, batch_tokens=24)
+    assert all(len(labels) % 4 == 0 for _, labels in train.as_numpy_iterator())
+    with pytest.raises(ValueError, match="only with batch_tokens may it be None"):
+        run.datasets(pairs, None, tokenizer, tokenizer, None)
+    with pytest.raises(ValueError, match="batch_tokens must be"):
+        run.datasets(pairs, None, tokenizer, tokenizer, None, batch_tokens=0)
+    monkeypatch.setattr(TrainingRun, "multi_worker", property(lambda self: True))
+    with pytest.raises(ValueError, match="batch_tokens works on one machine only"):
+        run.datasets(pairs, None, tokenizer, tokenizer, 8, batch_tokens=24)
