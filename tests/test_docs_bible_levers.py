@@ -127,20 +127,29 @@ def test_summary_row():
 
 
 def test_no_dropout_bullet_is_its_history():
-    """The dropout-0 run's first epochs against the 33.72 run's, from its history."""
+    """The dropout-0 run's epochs against the 33.72 run's, from its history: its dev
+    loss below the base run's up to an epoch and above it after, BLEU level at the end."""
     run, base = history("dropout0"), base_history()
     command = (LEVERS / "dropout0_run.sh").read_text(encoding="utf-8")
     assert "--transformer-dropout 0 --max-steps 5394" in command and "--phase train" in command
     assert len(run) >= 3 and all(int(row["batches"]) == 441 for row in run)
     text = section()
     words = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
-    assert f"{words[len(run)]} epochs so far" in text
-    assert all(float(row["val_loss"]) < base["val_loss"][i] for i, row in enumerate(run))
-    losses = ", ".join(
-        f"{float(row['val_loss']):.3f} against {base['val_loss'][i]:.3f} after "
-        + (f"epoch {i + 1}" if i == 0 else f"{i + 1}") for i, row in enumerate(run))
-    assert f"below the base run's at every epoch ({losses})" in text
-    bleu = ", ".join(f"{float(row['dev_bleu']):.2f} against {base['dev_bleu'][i]:.2f}"
-                     for i, row in enumerate(run))
-    gap = max(abs(float(row["dev_bleu"]) - base["dev_bleu"][i]) for i, row in enumerate(run))
-    assert f"noisier, stays within {math.ceil(gap * 10) / 10:.1f} of it ({bleu})" in text
+    assert f"stopped after {words[len(run)]} epochs" in text
+
+    def pairs(key, digits):
+        return ", ".join(f"{float(row[key]):.{digits}f} against {base[key][i]:.{digits}f} after "
+                         + (f"epoch {i + 1}" if i == 0 else f"{i + 1}")
+                         for i, row in enumerate(run))
+
+    below = [float(row["val_loss"]) < base["val_loss"][i] for i, row in enumerate(run)]
+    turn = below.index(False)  # the first epoch (from 0) whose dev loss is not below
+    assert all(below[:turn]) and not any(below[turn:])
+    assert (f"below the base run's through epoch {turn} and above it from epoch {turn + 1} on "
+            f"({pairs('val_loss', 3)})") in text
+    assert f"its greedy dev BLEU ended level ({pairs('dev_bleu', 2)})" in text
+    assert abs(float(run[-1]["dev_bleu"]) - base["dev_bleu"][len(run) - 1]) < 0.1
+    assert (f"lead is gone by epoch {turn + 1}, with {5394 / 441 - len(run):.1f} of its "
+            f"{5394 / 441:.1f} epochs still to run") in text
+    pauses = (LEVERS / "dropout0_pauses.txt").read_text(encoding="utf-8").splitlines()
+    assert pauses[-1].split()[1] == "KILL" and f"epoch {len(run) + 1}" in pauses[-1]
