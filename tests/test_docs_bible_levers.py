@@ -5,7 +5,6 @@ run's results.json. No TensorFlow."""
 
 import csv
 import json
-import math
 import re
 
 from tests.test_docs import DOCS
