@@ -152,3 +152,31 @@ def test_no_dropout_bullet_is_its_history():
             f"{5394 / 441:.1f} epochs still to run") in text
     pauses = (LEVERS / "dropout0_pauses.txt").read_text(encoding="utf-8").splitlines()
     assert pauses[-1].split()[1] == "KILL" and f"epoch {len(run) + 1}" in pauses[-1]
+
+
+def vocabulary_step_cost():
+    """{size: (ids, batches, pieces, seconds, steps)} and the matmul rate of the
+    recorded benchmarks/vocabulary_step_cost.py output."""
+    text = (LEVERS / "vocabulary_step_cost.txt").read_text(encoding="utf-8")
+    runs = {int(m[1]): (int(m[2].replace(",", "")), int(m[3]), int(m[4]), float(m[5]),
+                        int(m[6].replace(",", "")))
+            for m in re.finditer(r"--shared-vocabulary-size (\d+): ([\d,]+) ids, (\d+) batches "
+                                 r"per epoch of (\d+) padded pieces on average; ([\d.]+) s per "
+                                 r"step \(40 steps\); epoch / first size's epoch [\d.]+; "
+                                 r"([\d,]+) steps", text)}
+    return runs, float(re.search(r"([\d.]+) GFLOP/s before", text)[1])
+
+
+def test_vocabulary_step_cost_table_is_its_output():
+    runs, rate = vocabulary_step_cost()
+    assert set(runs) == {8000, 4000}
+    big, small = runs[8000], runs[4000]
+    # (the printed seconds are rounded to the millisecond: the steps within 5)
+    assert big[4] == 5394 and abs(small[4] - 5394 * big[3] / small[3]) <= 5
+    row = (f"| 8,000 ({big[0]:,} ids) / 4,000 ({small[0]:,} ids) | 0809400 | 2026-11-29 | "
+           f"{big[3]:.3f} / {small[3]:.3f} | {big[2]:,} / {small[2]:,} | 5,394 / {small[4]:,} |")
+    readme = (DOCS.parent / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    assert row in readme
+    assert f"step costs {small[3] / big[3]:.2f} of the 8,000-id one" in readme
+    assert f"batches hold\n{100 * (small[2] / big[2] - 1):.0f} % more pieces" in readme
+    assert f"matmul ran at {rate:.0f} GFLOP/s" in readme
