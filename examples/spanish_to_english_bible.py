@@ -50,7 +50,7 @@ Phases, so a long training can be scored later with newer code:
   there as bible_learning_curves.png, the docs' name, for a separate copy
   into docs/images).
 
-Both phases write only under OUTPUT_DIR and `--figures-dir` (and
+Every phase writes only under OUTPUT_DIR and `--figures-dir` (and
 `load_bible_pairs` keeps its parse of the Bibles in ~/.cache/kerasseq).
 
 `--models transformer_guided` trains the Transformer with guided alignment:
@@ -65,7 +65,7 @@ that head (examples/bible_alignments.py scores them).
 ids for both languages, and the Transformers share one embedding matrix for
 the encoder, the decoder and the output projection.
 
-`--phase all` (the default) runs both. The recorded run is the defaults with
+`--phase all` (the default) runs train and evaluate. The recorded run is the defaults with
 `--time-limit-minutes 90`, one model at a time on an otherwise idle machine;
 its figures are in docs/results.md ("Spanish → English (SWORD Bibles)") and
 docs/tutorial_bible.md. A time limit gives a faster machine more training;
@@ -76,6 +76,7 @@ commands in order, the recorded run's steps and its time on this machine.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -346,7 +347,8 @@ def train(name, args, data, tokenizers, dev_pairs):
     history_path = os.path.join(directory, "history.csv")
     segments_path = os.path.join(directory, "segments.json")
     if resumed is None:  # files of a run whose checkpoints are gone: not this run's
-        for stale in (history_path, segments_path):
+        for stale in (history_path, segments_path, os.path.join(directory, DEV_CHOICES),
+                      os.path.join(directory, "averaged.keras")):
             if os.path.exists(stale):
                 os.remove(stale)
         write_json(os.path.join(directory, "train_arguments.json"), training_arguments(args))
@@ -448,15 +450,25 @@ DEV_FIELDS = ("dev_bleu_greedy_best_epoch", "averaged", "averaged_epochs",
 
 
 def dev_settings(args, dev_pairs, record, directory):
-    """What the dev choices depend on: the search, the candidates, the dev
-    verses, and the training they were made on (its epochs and checkpoints).
-    A `dev_choices.json` made with other settings is not reused."""
+    """What the dev choices depend on: the search, the candidates (in the order
+    given: a tie goes to the first), the dev verses and their texts, and the
+    training they were made on (its arguments, steps, every epoch's dev BLEU,
+    the checkpoints kept). A `dev_choices.json` made with other settings is
+    not reused."""
     checkpoints = epoch_checkpoints(os.path.join(directory, "checkpoints"))
+    texts = hashlib.sha256("\n".join(f"{pair.verse_id}\t{pair.source}\t{pair.target}"
+                                      for pair in dev_pairs).encode("utf-8")).hexdigest()
+    arguments_path = os.path.join(directory, "train_arguments.json")
+    arguments = None
+    if os.path.exists(arguments_path):
+        with open(arguments_path, encoding="utf-8") as handle:
+            arguments = json.load(handle)
     return {"search": search_settings(args), "num_beams": args.num_beams,
-            "length_penalties": sorted(args.length_penalties),
+            "length_penalties": list(args.length_penalties),
             "no_repeat_ngram_sizes": sorted(set(args.no_repeat_ngram_sizes)),
-            "dev_verses": [pair.verse_id for pair in dev_pairs],
-            "epochs": len(record["history"]["dev_bleu"]),
+            "dev_texts_sha256": texts, "train_arguments": arguments,
+            "steps": record.get("steps"),
+            "dev_bleu_by_epoch": record["history"].get("dev_bleu", []),
             "checkpoints": [os.path.basename(path) for path in checkpoints]}
 
 
@@ -480,8 +492,10 @@ def evaluate(name, args, dev_pairs, test_pairs):
         print(f"{name}: the dev choices of {choices_path} (same settings), dev not decoded "
               "again", flush=True)
         record.update(earlier["choices"])
-        model = keras.models.load_model(os.path.join(
-            directory, "averaged.keras" if record["averaged"] else "model.keras"))
+        if record["averaged"]:  # the same checkpoints (in the settings): the same average
+            model = average_checkpoints(epoch_checkpoints(os.path.join(directory, "checkpoints")))
+        else:
+            model = keras.models.load_model(os.path.join(directory, "model.keras"))
     else:
         model = dev_choices(record, args, dev_pairs, directory)
         write_json(choices_path, {"settings": settings, "choices": {
@@ -513,8 +527,8 @@ def dev_choices(record, args, dev_pairs, directory):
         if record["dev_bleu_greedy_averaged"] > record["dev_bleu_greedy_best_epoch"]:
             model, record["averaged"] = averaged, True
             path = os.path.join(directory, "averaged.keras")
-            averaged.save(path.replace(".keras", ".tmp.keras"))
-            os.replace(path.replace(".keras", ".tmp.keras"), path)  # never half-written
+            averaged.save(path[:-len(".keras")] + ".tmp.keras")
+            os.replace(path[:-len(".keras")] + ".tmp.keras", path)  # never half-written
 
     def dev_beam(alpha, size):  # BLEU and the repeats and loops of a beam search on dev
         texts = model.translate(dev_sources, method="beam", num_beams=args.num_beams,

@@ -185,6 +185,24 @@ def test_spanish_to_english_bible_smoke(tmp_path, monkeypatch, capsys):
     assert "dev not decoded again" in capsys.readouterr().out
     assert {key: again["models"]["rnn_attention"][key]
             for key in chosen["rnn_attention"]} == chosen["rnn_attention"]
+    # the reused choices score test as a fresh evaluate does (choices decoded anew)
+    (out / "rnn_attention" / "dev_choices.json").unlink()
+    fresh = module.main(["--smoke", "--phase", "evaluate", "--models", "rnn_attention",
+                         "--output-dir", str(out), "--no-repeat-ngram-sizes", "2", "0"])
+    assert "dev not decoded again" not in capsys.readouterr().out
+    def figures(record):  # every dev and test figure but the decode seconds
+        return {key: value for key, value in record.items()
+                if key.startswith(("test_", "dev_")) and key != "test_decode_timings"}
+
+    assert figures(fresh["models"]["rnn_attention"]) == figures(again["models"]["rnn_attention"])
+    # another training (here: other dev scores in its history) is not reused
+    record_path = out / "rnn_attention" / "history.json"
+    record = json.loads(record_path.read_text())
+    record["history"]["dev_bleu"] = [score + 1.0 for score in record["history"]["dev_bleu"]]
+    record_path.write_text(json.dumps(record))
+    module.main(["--smoke", "--phase", "dev", "--models", "rnn_attention",
+                 "--output-dir", str(out), "--no-repeat-ngram-sizes", "2", "0"])
+    assert "dev not decoded again" not in capsys.readouterr().out
     assert list(again["models"]) == ["transformer", "rnn_attention"]
     assert again["models"]["transformer"] == results["models"]["transformer"]
     scores = again["models"]["rnn_attention"]  # the n-gram guard chosen on dev
