@@ -11,13 +11,16 @@ and builds the example's model (`build_model`, its defaults). The models then
 alternate for `--rounds` rounds, each training `--steps` steps on its own
 next batches (an untimed warm-up `fit` first traces every batch shape), and
 the script prints, per size: the mean seconds per step, the mean padded
-pieces per batch and the batches per epoch; then each size's seconds per
-epoch over the first size's, and the steps that the first size's 5,394
-(the 33.72 run's 90 minutes) become at the same minutes.
+pieces per batch (of the epoch, and of the timed batches) and the batches
+per epoch; then each size's seconds per epoch over the first size's, and
+the steps at equal training-step time for the first size's 5,394 (the
+33.72 run's steps; its minutes also held each epoch's dev scoring, which
+this does not time). The timed batches are the first of one shuffled
+epoch: a sample, whose mean pieces say how far it is from the epoch's.
 
 Needs the SWORD modules of `make examples-data` and tensorflow-text.
 
-    .venv/bin/python benchmarks/vocabulary_step_cost.py             # ~10 minutes on 2 cores
+    .venv/bin/python benchmarks/vocabulary_step_cost.py             # ~8 minutes on 2 cores
     .venv/bin/python benchmarks/vocabulary_step_cost.py --smoke     # a slice, a tiny model
 """
 
@@ -105,11 +108,13 @@ def main(argv=None):
                   verbose=0)
         stream = iter(itertools.cycle(data))
         runs[size] = {"model": model, "stream": stream, "seconds": [],
-                      "ids": tokenizers[0].vocabulary_size, "batches": len(pieces),
+                      "ids": tokenizers[0].vocabulary_size, "batches": len(pieces), "timed_pieces": [],
                       "pieces": float(np.mean(pieces)), "spec": data.element_spec}
     for _ in range(args.rounds):
         for run in runs.values():
             batches = [next(run["stream"]) for _ in range(args.steps)]
+            run["timed_pieces"] += [int(labels.shape[0]) * int(labels.shape[1])
+                                    for _, labels in batches]
             run["model"].fit(batches_dataset(batches, run["spec"]), epochs=1, verbose=0,
                              callbacks=[StepClock(run["seconds"])])
     speed_after = bible.matmul_gflops(matmul_size)
@@ -121,9 +126,10 @@ def main(argv=None):
         epoch_ratio = run["step"] * run["batches"] / (first["step"] * first["batches"])
         print(f"--shared-vocabulary-size {size}: {run['ids']:,} ids, {run['batches']} batches "
               f"per epoch of {run['pieces']:.0f} padded pieces on average; {run['step']:.3f} s "
-              f"per step ({len(run['seconds'])} steps); epoch / first size's epoch "
-              f"{epoch_ratio:.3f}; {BASE_STEPS * first['step'] / run['step']:,.0f} steps in the "
-              f"minutes of the first size's {BASE_STEPS:,}")
+              f"per step ({len(run['seconds'])} steps of {np.mean(run['timed_pieces']):.0f} "
+              f"padded pieces on average); epoch / first size's epoch {epoch_ratio:.3f}; "
+              f"{BASE_STEPS * first['step'] / run['step']:,.0f} steps at the step time of the "
+              f"first size's {BASE_STEPS:,}")
     print(f"float32 matmul {matmul_size} x {matmul_size}: {speed_before} GFLOP/s before, "
           f"{speed_after} after")
     return runs
