@@ -159,7 +159,8 @@ def test_vocabulary_bullet_is_its_history():
     ahead, gain = ahead_and_gain(run, base)
     assert gain > 0 and ahead > len(run) / 2
     assert (f"above the base run's after {ahead} of its {len(run)} epochs so far, by "
-            f"{gain:.2f} on average ({bleu})") in text
+            f"{gain:.2f} on average ({bleu}); the difference after its last epoch: "
+            f"{float(run[-1]['dev_bleu']) - base['dev_bleu'][len(run) - 1]:+.2f}.") in text
     runs, _ = vocabulary_step_cost()
     assert f"Its step costs {runs[4000][3] / runs[8000][3]:.2f} of the base step" in text
     assert f"{runs[4000][4]:,} steps in the time of the base run's 5,394" in text
