@@ -28,35 +28,24 @@ import argparse
 import itertools
 import os
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # guided_step_cost's StepClock
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import spanish_to_english_bible as bible  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from _translation_common import build_model  # noqa: E402
+from guided_step_cost import StepClock  # noqa: E402
 
 from kerasseq.data import batch_shapes, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
 
 BASE_STEPS = 5394  # the 33.72 run's steps in its 90 minutes (docs/results.md)
-
-
-class StepClock(keras.callbacks.Callback):
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds = seconds
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self._started = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.seconds.append(time.perf_counter() - self._started)
 
 
 def batches_dataset(batches, spec):
