@@ -1,7 +1,7 @@
 """The levers' curves: greedy dev BLEU after each epoch against optimizer steps, for
 the 33.72 run (the one-vocabulary Transformer of docs/artefacts/bible_es_en_shared/)
 and each lever's run (the *_history.csv files beside this script). Steps, not
-minutes: the runs were paused and shared the CPU, so their minutes are not
+minutes: most runs were paused and shared the CPU, so their minutes are not
 comparable; a lever's step cost is stated on the page.
 
 Run as (from the repository root):
