@@ -74,25 +74,28 @@ def guided_record():
     return json.loads(GUIDED.read_text(encoding="utf-8"))["models"]["transformer_guided"]
 
 
-def averaging_spread():
+def averaging_scores():
+    """{k: greedy dev BLEU of the average of the guided run's last k checkpoints}: 2 to 4
+    from averaged_checkpoints_dev.json, 1 and 5 from the evaluate phase's record."""
     scores = {int(k): v for k, v in json.loads(
         (LEVERS / "averaged_checkpoints_dev.json").read_text(encoding="utf-8")).items()}
     guided = guided_record()
     scores[1], scores[5] = guided["dev_bleu_greedy_best_epoch"], guided["dev_bleu_greedy_averaged"]
+    return scores
+
+
+def averaging_spread():
+    scores = averaging_scores()
     return max(scores[k] for k in range(2, 6)) - min(scores[k] for k in range(2, 6))
 
 
 def test_averaging_figures():
-    scores = {int(k): v for k, v in json.loads(
-        (LEVERS / "averaged_checkpoints_dev.json").read_text(encoding="utf-8")).items()}
-    guided = guided_record()
+    scores, guided = averaging_scores(), guided_record()
     assert len(guided["averaged_epochs"]) == 5 and guided["best_epoch"] == 12
-    scores[1], scores[5] = guided["dev_bleu_greedy_best_epoch"], guided["dev_bleu_greedy_averaged"]
     quoted = ", ".join(f"{k}: {scores[k]:.2f}" for k in range(1, 6))
     text = section()
     assert f"({quoted})" in text
-    spread = max(scores[k] for k in range(2, 6)) - min(scores[k] for k in range(2, 6))
-    assert f"{spread:.2f} BLEU between the best and the worst of 2 to 5" in text
+    assert f"{averaging_spread():.2f} BLEU between the best and the worst of 2 to 5" in text
 
 
 def test_the_levers_prose():
@@ -171,10 +174,22 @@ def test_summary_row():
     assert f"its greedy dev BLEU crosses it both ways ({bleu})" in text
 
 
+def bleu_gaps(run, base):
+    """The run's greedy dev BLEU minus the 33.72 run's, epoch by epoch."""
+    return [float(row["dev_bleu"]) - base["dev_bleu"][i] for i, row in enumerate(run)]
+
+
+def first_run_drift(run):
+    """|dev BLEU of the 4,000-piece run - that of its lost first run| at each epoch of both."""
+    first = history("vocab4000_first")
+    return [abs(float(a["dev_bleu"]) - float(b["dev_bleu"]))
+            for a, b in zip(run[:len(first)], first, strict=True)]
+
+
 def ahead_through(run, base):
     """The last epoch (from 1) of the run's first stretch ahead of the 33.72 run; after it
     the two are level: within 0.6 dev BLEU, on average within 0.1."""
-    gaps = [float(row["dev_bleu"]) - base["dev_bleu"][i] for i, row in enumerate(run)]
+    gaps = bleu_gaps(run, base)
     until = next(i for i, gap in enumerate(gaps) if gap <= 0)
     assert all(gap > 0 for gap in gaps[:until])
     assert max(abs(gap) for gap in gaps[until:]) < 0.6
@@ -202,7 +217,7 @@ def test_vocabulary_bullet_is_its_history():
     text = section()
     assert (f"WordPiece vocabulary of {ids:,} ids instead of 7,756, {parameters / 1e6:.1f} M "
             f"parameters against {record['parameters'] / 1e6:.1f} M") in text
-    gaps = [float(row["dev_bleu"]) - base["dev_bleu"][i] for i, row in enumerate(run)]
+    gaps = bleu_gaps(run, base)
     until = ahead_through(run, base)
     assert (f"run to its end, 5,394 steps in {len(run)} epochs, the last one of {batches[-1]} "
             "batches") in text
@@ -240,7 +255,7 @@ def test_vocabulary_run_table_is_its_histories():
                          f"{base['dev_bleu'][epoch]:.2f}", f"{bleu:.2f}",
                          f"{bleu - base['dev_bleu'][epoch]:+.2f}",
                          f"{float(first[epoch]['dev_bleu']):.2f}" if epoch < len(first) else ""]
-    gaps = [float(row["dev_bleu"]) - base["dev_bleu"][i] for i, row in enumerate(run)]
+    gaps = bleu_gaps(run, base)
     until = ahead_through(run, base)
     assert (f"ahead by {min(gaps[:until]):.2f} to {max(gaps[:until]):.2f} through epoch "
             f"{until}") in text
@@ -248,7 +263,7 @@ def test_vocabulary_run_table_is_its_histories():
     assert (f"from epoch {until + 1} on the two runs are level (between {min(later):+.2f} and "
             f"{max(later):+.2f}, {sum(later) / len(later):+.2f} on average over epochs "
             f"{until + 1} to {len(run)})") in text
-    drift = [abs(float(a["dev_bleu"]) - float(b["dev_bleu"])) for a, b in zip(run[:len(first)], first, strict=True)]
+    drift = first_run_drift(run)
     assert len(first) == 9 and all(int(row["batches"]) == 440 for row in first)
     assert (f"up to {max(drift):.2f} dev BLEU at the same epoch ({sum(drift) / len(drift):.2f} "
             f"on average over its nine epochs)") in text
@@ -282,9 +297,7 @@ def test_vocabulary_dev_choices_table():
         assert (theirs, mine) == (f"{base_value:.2f}", f"{value:.2f}")
         assert value < base_value
     mine, theirs = chosen_dev_bleu(choices), chosen_dev_bleu(record)
-    drift = max(abs(float(a["dev_bleu"]) - float(b["dev_bleu"]))
-                for a, b in zip(run, history("vocab4000_first"), strict=False))
-    assert theirs - mine < drift  # "a gap within the drift between two runs"
+    assert theirs - mine < max(first_run_drift(run))  # "a gap within the drift between two runs"
     assert (f"by {theirs - mine:.2f} at the end ({mine:.2f} against {theirs:.2f}): not ahead (a "
             "gap within the drift between two runs), and therefore not scored on test") in text
     log = (LEVERS / "vocab4000_dev.log").read_text(encoding="utf-8")
