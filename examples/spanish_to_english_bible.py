@@ -88,6 +88,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from _translation_common import build_model, model_names, print_report, set_threads  # noqa: E402
 
+from kerasseq._files import save_model_atomically, write_text_atomically  # noqa: E402
 from kerasseq.alignment import reference_alignments  # noqa: E402
 from kerasseq.data import WordPieceTextTokenizer, make_dataset  # noqa: E402
 from kerasseq.data.sword import SwordError, load_bible_pairs  # noqa: E402
@@ -423,8 +424,7 @@ def train(name, args, data, tokenizers, dev_pairs):
                                           if part["initial_epoch"] > 0]
         record["segments"] = segments
     model_path = os.path.join(directory, "model.keras")
-    model.save(model_path.replace(".keras", ".tmp.keras"))
-    os.replace(model_path.replace(".keras", ".tmp.keras"), model_path)  # never half-written
+    save_model_atomically(model, model_path)  # never half-written
     write_json(segments_path, segments)
     write_json(os.path.join(directory, "history.json"), record)
     return record
@@ -432,9 +432,7 @@ def train(name, args, data, tokenizers, dev_pairs):
 
 def write_json(path, data):
     """Write `data` as JSON through a temporary name: never a half-written file."""
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, ensure_ascii=False)
-    os.replace(path + ".tmp", path)
+    write_text_atomically(path, json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def sentence_chrf(hypothesis, reference):
@@ -526,9 +524,7 @@ def dev_choices(record, args, dev_pairs, directory):
         record["dev_bleu_greedy_averaged"] = dev_score(averaged, method="greedy")
         if record["dev_bleu_greedy_averaged"] > record["dev_bleu_greedy_best_epoch"]:
             model, record["averaged"] = averaged, True
-            path = os.path.join(directory, "averaged.keras")
-            averaged.save(path[:-len(".keras")] + ".tmp.keras")
-            os.replace(path[:-len(".keras")] + ".tmp.keras", path)  # never half-written
+            save_model_atomically(averaged, os.path.join(directory, "averaged.keras"))
 
     def dev_beam(alpha, size):  # BLEU and the repeats and loops of a beam search on dev
         texts = model.translate(dev_sources, method="beam", num_beams=args.num_beams,
@@ -842,9 +838,7 @@ def main(argv=None):
             earlier["arguments"]]
     for name in names:
         results["models"][name] = evaluate(name, args, dev_pairs, splits["test"])
-        with open(results_path + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2, ensure_ascii=False)
-        os.replace(results_path + ".tmp", results_path)  # never a half-written file
+        write_json(results_path, results)  # never a half-written file
     ordered = [name for name in MODELS if name in results["models"]]
     results["models"] = {name: results["models"][name] for name in ordered}
     print_report(results, args.output_dir, f"test split ({len(splits['test'])} verses), "
